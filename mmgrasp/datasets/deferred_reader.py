@@ -1,0 +1,332 @@
+"""The deferred reader of the label store: one pass per batch over memory-mapped rows.
+
+A :class:`StoreGrids` record (a few hundred bytes plus the row numbers) is what a loader worker
+ships per object instead of its grids. Inside the model, :meth:`StoreGrids.gather` serves a
+whole batch of requests at once:
+
+1. the requests (object, row[, view]) come to the host in one transfer;
+2. they are grouped by file and de-duplicated; every distinct row (or, with views, every
+   distinct (row, view) cell block) is copied once, in file order, with
+   ``np.take(memmap, rows, out=buffer, mode='clip')`` into one reused host buffer (page-locked
+   when CUDA is available), together with the bit-packed scene-collision rows and the small
+   index arrays;
+3. that buffer goes to the device in one transfer; there the collision bits are unpacked and
+   written into the scores as zeros, tolerance levels become radii, and rows are expanded to
+   the requests that share them, in request order.
+"""
+import os
+import resource
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .label_store import COLLISION_BITORDER
+
+_ALIGN = 8
+
+
+def open_map_limit() -> int:
+    """Memory maps kept open at once: half the soft ``ulimit -n``, at most 4096."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(1, min(4096, soft // 2))
+
+
+class MapCache:
+    """Open memory maps by path, least recently used closed first past :func:`open_map_limit`.
+
+    Each map holds one file descriptor. Maps open only when a grid is actually read.
+    """
+
+    def __init__(self, limit: Optional[int] = None):
+        self.limit = limit or open_map_limit()
+        self._maps: 'OrderedDict[str, np.ndarray]' = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def get(self, path: str) -> np.ndarray:
+        array = self._maps.pop(path, None)
+        if array is None:
+            while len(self._maps) >= self.limit:
+                self._maps.popitem(last=False)
+            try:
+                array = np.load(path, mmap_mode='r', allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise OSError(f'label store file {path} cannot be mapped ({exc}); the store may '
+                              f'have been modified: rebuild it with '
+                              f'tools/data/build_label_store.py') from exc
+        self._maps[path] = array
+        return array
+
+
+class ReadBuffer:
+    """One host buffer reused by every read; grows to the largest read and is kept.
+
+    Page-locked when CUDA is available, so the copy to the device can be asynchronous; the
+    next read waits for that copy before overwriting the buffer.
+    """
+
+    def __init__(self):
+        self._storage: Optional[Tensor] = None
+        self._copy_done = None
+
+    def acquire(self, nbytes: int) -> Tensor:
+        if self._copy_done is not None:
+            self._copy_done.synchronize()
+            self._copy_done = None
+        if self._storage is None or self._storage.numel() < nbytes:
+            capacity = max(nbytes, 2 * self._storage.numel() if self._storage is not None else 0)
+            self._storage = torch.empty(capacity, dtype=torch.uint8,
+                                        pin_memory=torch.cuda.is_available())
+        return self._storage[:nbytes]
+
+    def to_device(self, host: Tensor, device: torch.device) -> Tensor:
+        if device.type != 'cuda':
+            return host  # consumers index it (a copy) before the next read
+        out = host.to(device, non_blocking=True)
+        self._copy_done = torch.cuda.Event()
+        self._copy_done.record()
+        return out
+
+
+_maps = MapCache()
+_buffer = ReadBuffer()
+
+
+def _forget_parent_state() -> None:
+    """A forked worker starts without the parent's maps and buffer."""
+    global _maps, _buffer
+    _maps, _buffer = MapCache(), ReadBuffer()
+
+
+os.register_at_fork(after_in_child=_forget_parent_state)
+
+
+@dataclass(frozen=True, eq=False)
+class StoreGrids:
+    """Where the grids of one object instance's kept label points live in a label store.
+
+    Attributes:
+        store: the store folder.
+        object_id: 0-based object id (selects ``objects/%03d``).
+        rows: (n,) int32 rows of the object's files, one per kept label point.
+        grid: (V, A, D).
+        collision_mode: ``'zero_scores'``, ``'mask'`` or ``'none'``.
+        has_tolerance: whether tolerance is carried.
+        scene: scene id (selects ``scenes/%04d/collision.npy``).
+        collision_offset: first row of this instance in the scene's collision file.
+    """
+    store: str
+    object_id: int
+    rows: np.ndarray
+    grid: Tuple[int, int, int]
+    collision_mode: str
+    has_tolerance: bool
+    scene: int
+    collision_offset: int
+
+    @property
+    def num_points(self) -> int:
+        return len(self.rows)
+
+    def object_file(self, name: str) -> str:
+        return f'{self.store}/objects/{self.object_id:03d}/{name}.npy'
+
+    def collision_file(self) -> str:
+        return f'{self.store}/scenes/{self.scene:04d}/collision.npy'
+
+    @classmethod
+    def gather(cls, readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows: Tensor,
+               views: Optional[Tensor]) -> Optional[Tensor]:
+        return _gather(readers, name, owner, rows, views)
+
+
+# ------------------------------------------------------------------------------- building blocks
+def unpack_bits(packed: Tensor, cells: int) -> Tensor:
+    """(K, nbytes) uint8 -> (K, cells) bool, the store's bit order, on packed's device."""
+    shifts = torch.arange(8, device=packed.device, dtype=torch.uint8)
+    if COLLISION_BITORDER == 'big':
+        shifts = shifts.flip(0)
+    bits = (packed.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(len(packed), -1)[:, :cells].bool()
+
+
+def distinct_in_file_order(file_ids: np.ndarray, keys: np.ndarray
+                           ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (file, key) pairs sorted by file then key, and each request's position in them.
+
+    Returns (pair_file, pair_key, inverse) with ``pair_*[inverse[k]]`` equal to request k.
+    """
+    combined = file_ids.astype(np.int64) << 40 | keys.astype(np.int64)
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    return distinct >> 40, distinct & ((1 << 40) - 1), inverse
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+class _Transfer:
+    """Segments of one host buffer that go to the device in a single copy."""
+
+    def __init__(self):
+        self._segments: List[Tuple[str, np.dtype, tuple, int]] = []
+        self.nbytes = 0
+
+    def add(self, key: str, dtype, shape: tuple) -> None:
+        dtype = np.dtype(dtype)
+        self._segments.append((key, dtype, shape, self.nbytes))
+        self.nbytes += _aligned(int(np.prod(shape)) * dtype.itemsize)
+
+    def host_views(self, host: Tensor) -> dict:
+        raw = host.numpy()
+        return {key: raw[off:off + int(np.prod(shape)) * dt.itemsize].view(dt).reshape(shape)
+                for key, dt, shape, off in self._segments}
+
+    def device_views(self, device_buffer: Tensor) -> dict:
+        out = {}
+        for key, dt, shape, off in self._segments:
+            nbytes = int(np.prod(shape)) * dt.itemsize
+            chunk = device_buffer[off:off + nbytes]
+            out[key] = chunk.view(_TORCH_DTYPES[dt]).reshape(shape)
+        return out
+
+
+_TORCH_DTYPES = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int64): torch.int64,
+                 np.dtype(np.float32): torch.float32}
+
+
+def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_shape: tuple,
+              out: np.ndarray) -> None:
+    """Copy rows ``keys`` of files ``paths[file_ids]`` (sorted by file, then key) into ``out``.
+
+    Each file is viewed as (rows, *row_shape); with views the row is one view's (A, D) block.
+    """
+    bounds = np.flatnonzero(np.diff(file_ids)) + 1
+    for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
+        if start == stop:
+            continue
+        path = paths[file_ids[start]]
+        array = _maps.get(path)
+        table = array.reshape(-1, *row_shape)
+        segment = keys[start:stop]
+        if segment[-1] >= len(table):
+            raise IndexError(f'{path}: row {segment[-1]} requested but the file has {len(table)} '
+                             f'rows of {row_shape}; the label store does not match this record')
+        np.take(table, segment, axis=0, out=out[start:stop], mode='clip')
+
+
+def _file_rows(readers: Sequence[StoreGrids], owner: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """File row of every request: ``readers[owner[k]].rows[rows[k]]``."""
+    counts = np.array([r.num_points for r in readers], dtype=np.int64)
+    if len(owner) and (owner.min() < 0 or owner.max() >= len(readers)):
+        raise IndexError(f'owner index out of range for {len(readers)} objects')
+    if len(rows) and ((rows < 0) | (rows >= counts[owner])).any():
+        bad = int(np.flatnonzero((rows < 0) | (rows >= counts[owner]))[0])
+        raise IndexError(f'request {bad} reads row {rows[bad]} of object {owner[bad]}, which has '
+                         f'{counts[owner[bad]]} label points')
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    flat = np.concatenate([r.rows for r in readers]).astype(np.int64)
+    return flat[starts[owner] + rows]
+
+
+def _group(paths: List[str], owner: np.ndarray, keys: np.ndarray):
+    """File index per reader, then distinct (file, key) in file order with inverse."""
+    unique_paths, reader_file = np.unique(np.array(paths), return_inverse=True)
+    return list(unique_paths), distinct_in_file_order(reader_file[owner], keys)
+
+
+def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tensor,
+            views: Optional[Tensor]) -> Optional[Tensor]:
+    first = readers[0]
+    modes = {r.collision_mode for r in readers}
+    if len(modes) > 1:
+        raise ValueError(f'objects of one gather mix collision modes {sorted(modes)}')
+    mode = first.collision_mode
+    if name == 'collision' and mode != 'mask':
+        return None
+    device = owner.device
+    grid = first.grid
+    V, A, D = grid
+    cells = V * A * D
+    request = torch.stack([owner, rows] + ([views] if views is not None else []))
+    request = request.cpu().numpy().astype(np.int64)  # the one transfer to the host
+    owner_np, rows_np = request[0], request[1]
+    views_np = request[2] if views is not None else None
+    if views_np is not None and len(views_np) and (views_np.min() < 0 or views_np.max() >= V):
+        raise IndexError(f'view index out of range 0..{V - 1}')
+    file_rows = _file_rows(readers, owner_np, rows_np)
+    K = len(owner_np)
+    out_shape = (K, V, A, D) if views is None else (K, A, D)
+
+    transfer = _Transfer()
+    plan = {}
+    if name != 'collision':
+        value_file = {'scores': 'scores', 'widths': 'widths', 'tolerance': 'tolerance'}[name]
+        paths = [r.object_file(value_file) for r in readers]
+        keys = file_rows if views is None else file_rows * V + views_np
+        row_shape = (V, A, D) if views is None else (A, D)
+        files, (pair_file, pair_key, inverse) = _group(paths, owner_np, keys)
+        dtype = np.uint8 if name == 'tolerance' else np.float32
+        plan['values'] = (files, pair_file, pair_key, row_shape)
+        transfer.add('values', dtype, (len(pair_key), *row_shape))
+        transfer.add('values_index', np.int64, (K,))
+    with_collision = name == 'collision' or (
+        mode == 'zero_scores' and name in ('scores', 'tolerance'))
+    if with_collision:
+        paths = [r.collision_file() for r in readers]
+        offsets = np.array([r.collision_offset for r in readers], dtype=np.int64)
+        files, (c_file, c_key, c_inverse) = _group(paths, owner_np, file_rows + offsets[owner_np])
+        nbytes = (cells + 7) // 8
+        plan['collision'] = (files, c_file, c_key, (nbytes,))
+        transfer.add('collision', np.uint8, (len(c_key), nbytes))
+        transfer.add('collision_index', np.int64, (K,))
+    if name == 'tolerance':
+        radii = [_maps.get(r.object_file('tolerance_radii')) for r in readers]
+        radius_start = np.concatenate([[0], np.cumsum([len(t) for t in radii])[:-1]])
+        transfer.add('radii', np.float32, (sum(len(t) for t in radii),))
+        transfer.add('radius_start', np.int64, (K,))
+
+    host = _buffer.acquire(transfer.nbytes)
+    staged = transfer.host_views(host)
+    if 'values' in plan:
+        files, pair_file, pair_key, row_shape = plan['values']
+        read_rows(files, pair_file, pair_key, row_shape, staged['values'])
+        staged['values_index'][:] = inverse
+    if 'collision' in plan:
+        files, c_file, c_key, row_shape = plan['collision']
+        read_rows(files, c_file, c_key, row_shape, staged['collision'])
+        staged['collision_index'][:] = c_inverse
+    if name == 'tolerance':
+        staged['radii'][:] = np.concatenate(radii)
+        staged['radius_start'][:] = radius_start[owner_np]
+    on_device = transfer.device_views(_buffer.to_device(host, device))
+    return _assemble(on_device, name, out_shape, grid, views)
+
+
+def _assemble(data: dict, name: str, out_shape: tuple, grid: Tuple[int, int, int],
+              views: Optional[Tensor]) -> Tensor:
+    """On the device: expand rows to requests, apply collisions, turn levels into radii."""
+    V, A, D = grid
+    collided = None
+    if 'collision' in data:
+        packed = data['collision'][data['collision_index']]
+        collided = unpack_bits(packed, V * A * D).reshape(-1, V, A, D)
+        if views is not None:
+            collided = collided[torch.arange(len(views), device=views.device), views]
+    if name == 'collision':
+        return collided.reshape(out_shape)
+    values = data['values'][data['values_index']]
+    if name == 'tolerance':
+        values = data['radii'][data['radius_start'].view(-1, *([1] * (values.dim() - 1)))
+                               + values.long()]
+    values = values.reshape(out_shape)
+    if collided is not None:
+        values.masked_fill_(collided, 0)
+    return values

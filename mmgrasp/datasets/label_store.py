@@ -1,0 +1,334 @@
+"""The label store: GraspNet-1Billion's npz labels converted once into memory-mappable ``.npy``.
+
+Layout (all under one store folder; the manifest describes it, the code that reads grids only
+needs the paths, shapes and dtypes below)::
+
+    manifest.json                       format version, grid, dtypes, bit order, source fingerprints
+    objects/%03d/points.npy             (N, 3) float32 label points, model frame
+                 scores.npy             (N, V, A, D) float32 friction μ as stored (−1 infeasible)
+                 widths.npy             (N, V, A, D) float32 gripper width (offsets[..., 2])
+                 self_collision.npy     (N, ceil(V·A·D / 8)) uint8, np.packbits rows
+                 tolerance.npy          (N, V, A, D) uint8 level, when a tolerance file exists
+                 tolerance_radii.npy    (L,) float32 radius of each level (bit-exact source values)
+    scenes/%04d/collision.npy           (R, ceil(V·A·D / 8)) uint8 scene-collision rows of every
+                                        object instance of the scene, in cls_indexes order
+
+Bit-packed rows use ``np.packbits(..., bitorder='little')`` over the flattened (V, A, D) cells:
+cell c lives in byte c // 8, bit c % 8 counted from the least significant bit.
+
+A store is built atomically (a temporary folder renamed into place under a lock file) and is
+checked against its sources' (size, mtime) on every open: a stale or foreign store is rebuilt
+(``build=True``) or refused with a message that says how to rebuild it.
+"""
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+from mmengine.logging import print_log
+
+from .graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
+
+FORMAT_VERSION = 1
+COLLISION_BITORDER = 'little'
+MANIFEST = 'manifest.json'
+
+
+class LabelStoreError(RuntimeError):
+    """A label store that cannot be used as it is (stale, foreign, corrupt or not writable)."""
+
+
+def packed_row_bytes(grid: Tuple[int, int, int]) -> int:
+    """Bytes of one bit-packed (V, A, D) row."""
+    return (int(np.prod(grid)) + 7) // 8
+
+
+def pack_rows(mask: np.ndarray) -> np.ndarray:
+    """(N, V, A, D) bool -> (N, ceil(V·A·D/8)) uint8, the store's bit order."""
+    return np.packbits(mask.reshape(len(mask), -1), axis=1, bitorder=COLLISION_BITORDER)
+
+
+def unpack_rows(packed: np.ndarray, grid: Tuple[int, int, int]) -> np.ndarray:
+    """Inverse of :func:`pack_rows`: (N, nbytes) uint8 -> (N, V, A, D) bool."""
+    cells = int(np.prod(grid))
+    bits = np.unpackbits(packed, axis=1, count=cells, bitorder=COLLISION_BITORDER)
+    return bits.view(bool).reshape(len(packed), *grid)
+
+
+def default_cache_dir() -> str:
+    """``$MMGRASP_CACHE``, else ``$XDG_CACHE_HOME/mmgrasp`` (``~/.cache/mmgrasp``)."""
+    if os.environ.get('MMGRASP_CACHE'):
+        return os.environ['MMGRASP_CACHE']
+    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return os.path.join(base, 'mmgrasp')
+
+
+def store_path_for(root: str, cache_dir: Optional[str] = None) -> str:
+    """Where the store of dataset ``root`` lives: one folder per absolute root path."""
+    root = os.path.abspath(root)
+    key = hashlib.sha1(root.encode()).hexdigest()[:10]
+    name = f'labels-{os.path.basename(root.rstrip(os.sep)) or "root"}-{key}'
+    return os.path.join(cache_dir or default_cache_dir(), name)
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    num_points: int
+    has_tolerance: bool
+
+
+@dataclass(frozen=True)
+class SceneEntry:
+    object_ids: Tuple[int, ...]  # cls_indexes order, 0-based
+    row_offsets: Tuple[int, ...]  # first row of each instance in scenes/%04d/collision.npy
+
+
+class LabelStore:
+    """An opened, validated store. Cheap: reads the manifest only; label points on demand."""
+
+    def __init__(self, path: str, manifest: dict):
+        self.path = path
+        self.manifest = manifest
+        self.grid: Tuple[int, int, int] = tuple(manifest['grid'])
+        self.objects: Dict[int, ObjectEntry] = {
+            int(k): ObjectEntry(v['num_points'], v['has_tolerance'])
+            for k, v in manifest['objects'].items()}
+        self.scenes: Dict[int, SceneEntry] = {
+            int(k): SceneEntry(tuple(v['object_ids']), tuple(v['row_offsets']))
+            for k, v in manifest['scenes'].items()}
+        self._points: Dict[int, np.ndarray] = {}
+        self._radii: Dict[int, np.ndarray] = {}
+
+    # Paths are plain strings: Path objects cost a dozen lstat calls per open on network FS.
+    def object_file(self, obj: int, name: str) -> str:
+        if obj not in self.objects:
+            raise KeyError(f'object {obj} is not in label store {self.path}')
+        return f'{self.path}/objects/{obj:03d}/{name}.npy'
+
+    def collision_file(self, scene: int) -> str:
+        if scene not in self.scenes:
+            raise KeyError(f'scene {scene} is not in label store {self.path} (it has '
+                           f'{sorted(self.scenes)})')
+        return f'{self.path}/scenes/{scene:04d}/collision.npy'
+
+    def points(self, obj: int) -> np.ndarray:
+        """(N, 3) float32 label points of an object (small; read once and kept)."""
+        if obj not in self._points:
+            self._points[obj] = np.load(self.object_file(obj, 'points'))
+        return self._points[obj]
+
+    def tolerance_radii(self, obj: int) -> np.ndarray:
+        if obj not in self._radii:
+            if not self.objects[obj].has_tolerance:
+                raise KeyError(f'object {obj} has no tolerance labels in {self.path}: generate '
+                               f'%03d_tolerance.npy files and rebuild the store')
+            self._radii[obj] = np.load(self.object_file(obj, 'tolerance_radii'))
+        return self._radii[obj]
+
+    def collision_row_offset(self, scene: int, instance: int) -> int:
+        return self.scenes[scene].row_offsets[instance]
+
+
+# ---------------------------------------------------------------------------------- sources
+def _source_files(reader: GraspNetReader, scenes: Iterable[int],
+                  objects: Iterable[int]) -> List[str]:
+    files = []
+    for obj in objects:
+        files.append(reader.grasp_label_path(obj))
+        if os.path.isfile(reader.tolerance_path(obj)):
+            files.append(reader.tolerance_path(obj))
+    for scene in scenes:
+        files.append(reader.collision_label_path(scene))
+        files.append(_first_meta(reader, scene))
+    return files
+
+
+def _fingerprint(path: str) -> List[int]:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _first_meta(reader: GraspNetReader, scene: int) -> str:
+    """Frame 0's meta of the first camera present: the collision arrays follow its cls_indexes."""
+    for camera in CAMERAS:
+        path = os.path.join(reader.scene_dir(scene), camera, 'meta', '0000.mat')
+        if os.path.isfile(path):
+            return path
+    raise DatasetFileError(os.path.join(reader.scene_dir(scene), '<camera>', 'meta', '0000.mat'),
+                           'file not found: the collision arrays of the scene need its cls_indexes')
+
+
+def _scenes_with_collision(root: str) -> List[int]:
+    found = sorted(glob.glob(os.path.join(root, 'collision_label', 'scene_*', 'collision_labels.npz')))
+    return [int(os.path.basename(os.path.dirname(p))[len('scene_'):]) for p in found]
+
+
+def stale_reason(store_path: str, manifest: dict, root: str) -> Optional[str]:
+    """Why a store may not be used for ``root`` (None when it may)."""
+    if manifest.get('format_version') != FORMAT_VERSION:
+        return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
+                f'{FORMAT_VERSION}')
+    if manifest.get('root') != os.path.abspath(root):
+        return f'it was built from {manifest.get("root")}, not {os.path.abspath(root)}'
+    for rel, fingerprint in manifest['sources'].items():
+        path = os.path.join(manifest['root'], rel) if not os.path.isabs(rel) else rel
+        if not os.path.exists(path):
+            return f'source {path} no longer exists'
+        if _fingerprint(path) != fingerprint:
+            return f'source {path} changed since the store was built (size or mtime differ)'
+    if set(manifest['scenes']) != {f'{s:04d}' for s in _scenes_with_collision(root)}:
+        return 'the set of scenes with collision labels changed'
+    return None
+
+
+def _read_manifest(store_path: str) -> Optional[dict]:
+    path = os.path.join(store_path, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise LabelStoreError(f'{path}: unreadable manifest ({exc}); delete {store_path} and '
+                              f'rebuild') from exc
+
+
+# ---------------------------------------------------------------------------------- build
+def _save(path: str, array: np.ndarray) -> None:
+    with open(path, 'wb') as f:
+        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """uint8 levels and the float32 radius of each, exact to the bit (compared as uint32)."""
+    bits = np.ascontiguousarray(tolerance, dtype=np.float32).view(np.uint32)
+    radii_bits, levels = np.unique(bits, return_inverse=True)
+    if len(radii_bits) > 256:
+        raise DatasetFileError(path, f'{len(radii_bits)} distinct tolerance values; the store '
+                                     f'keeps at most 256 levels')
+    return levels.reshape(tolerance.shape).astype(np.uint8), radii_bits.view(np.float32)
+
+
+def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
+    metas = {scene: reader.load_meta_file(_first_meta(reader, scene)) for scene in scenes}
+    objects = sorted({int(o) for m in metas.values() for o in m.object_ids})
+    grid = None
+    manifest_objects, num_points = {}, {}
+    t0 = time.time()
+    for i, obj in enumerate(objects):
+        label = reader.load_grasp_label(obj, grid)
+        grid = grid or tuple(label['scores'].shape[1:])
+        folder = os.path.join(tmp, 'objects', f'{obj:03d}')
+        os.makedirs(folder)
+        _save(os.path.join(folder, 'points.npy'), label['points'])
+        _save(os.path.join(folder, 'scores.npy'), label['scores'])
+        _save(os.path.join(folder, 'widths.npy'), label['widths'])
+        _save(os.path.join(folder, 'self_collision.npy'), pack_rows(label['self_collision']))
+        tolerance = reader.load_tolerance(obj)
+        if tolerance is not None:
+            if tolerance.shape != label['scores'].shape:
+                raise DatasetFileError(reader.tolerance_path(obj),
+                                       f'shape {tolerance.shape}, expected '
+                                       f'{label["scores"].shape} like its grasp label')
+            levels, radii = _tolerance_levels(reader.tolerance_path(obj), tolerance)
+            _save(os.path.join(folder, 'tolerance.npy'), levels)
+            _save(os.path.join(folder, 'tolerance_radii.npy'), radii)
+        num_points[obj] = len(label['points'])
+        manifest_objects[f'{obj:03d}'] = dict(num_points=num_points[obj],
+                                              has_tolerance=tolerance is not None)
+        del label, tolerance
+        print_log(f'label store: object {obj:03d} ({i + 1}/{len(objects)}, '
+                  f'{num_points[obj]} points, {time.time() - t0:.1f}s)', logger='current')
+    manifest_scenes = {}
+    for i, scene in enumerate(scenes):
+        masks = reader.load_collision(scene, metas[scene], num_points, grid)
+        folder = os.path.join(tmp, 'scenes', f'{scene:04d}')
+        os.makedirs(folder)
+        rows = np.concatenate([pack_rows(m) for m in masks]) if masks else \
+            np.zeros((0, packed_row_bytes(grid)), np.uint8)
+        _save(os.path.join(folder, 'collision.npy'), rows)
+        offsets = np.concatenate([[0], np.cumsum([len(m) for m in masks])[:-1]]).astype(int)
+        manifest_scenes[f'{scene:04d}'] = dict(
+            object_ids=[int(o) for o in metas[scene].object_ids],
+            row_offsets=[int(o) for o in offsets[:len(masks)]])
+        print_log(f'label store: scene {scene:04d} collision ({i + 1}/{len(scenes)}, '
+                  f'{time.time() - t0:.1f}s)', logger='current')
+    sources = {}
+    for path in _source_files(reader, scenes, objects):
+        sources[os.path.relpath(path, reader.root)] = _fingerprint(path)
+    return dict(format_version=FORMAT_VERSION, root=reader.root, grid=list(grid or (0, 0, 0)),
+                collision_bitorder=COLLISION_BITORDER,
+                dtypes=dict(points='float32', scores='float32', widths='float32',
+                            self_collision='uint8 packed', tolerance='uint8 level',
+                            collision='uint8 packed'),
+                objects=manifest_objects, scenes=manifest_scenes, sources=sources)
+
+
+def build_label_store(root: str, cache_dir: Optional[str] = None,
+                      tolerance_dir: Optional[str] = None, force: bool = False) -> LabelStore:
+    """Build (or rebuild) the store of ``root`` atomically and return it opened.
+
+    Holds ``<store>.lock`` while building, so concurrent builders wait and then reuse the
+    result; a build that dies leaves only a ``<store>.tmp-*`` folder, removed by the next build.
+    """
+    store = store_path_for(root, cache_dir)
+    parent = os.path.dirname(store)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        lock = open(store + '.lock', 'a')
+    except OSError as exc:
+        raise LabelStoreError(
+            f'cannot write the label store under {parent} ({exc.strerror}); set MMGRASP_CACHE '
+            f'(or --cache) to a writable folder, or build the store elsewhere and copy it') from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = _read_manifest(store)
+        if manifest is not None and not force and stale_reason(store, manifest, root) is None:
+            return LabelStore(store, manifest)  # another builder finished while we waited
+        for leftover in glob.glob(store + '.tmp-*') + glob.glob(store + '.old-*'):
+            shutil.rmtree(leftover, ignore_errors=True)
+        reader = GraspNetReader(root, tolerance_dir=tolerance_dir)
+        scenes = _scenes_with_collision(reader.root)
+        if not scenes:
+            raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
+                                   'no scene_%04d/collision_labels.npz found')
+        tmp = f'{store}.tmp-{os.getpid()}'
+        os.makedirs(tmp)
+        t0 = time.time()
+        try:
+            manifest = _build_into(tmp, reader, scenes)
+            with open(os.path.join(tmp, MANIFEST + '.tmp'), 'w') as f:
+                json.dump(manifest, f, indent=1)
+            os.rename(os.path.join(tmp, MANIFEST + '.tmp'), os.path.join(tmp, MANIFEST))
+            if os.path.exists(store):
+                os.rename(store, f'{store}.old-{os.getpid()}')
+            os.rename(tmp, store)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(f'{store}.old-{os.getpid()}', ignore_errors=True)
+        print_log(f'label store: built {store} in {time.time() - t0:.1f}s', logger='current')
+        return LabelStore(store, manifest)
+
+
+def open_label_store(root: str, cache_dir: Optional[str] = None,
+                     tolerance_dir: Optional[str] = None, build: bool = True) -> LabelStore:
+    """Open the store of ``root``; build it first when missing or stale and ``build`` is set."""
+    store = store_path_for(root, cache_dir)
+    manifest = _read_manifest(store)
+    reason = 'it does not exist' if manifest is None else stale_reason(store, manifest, root)
+    if reason is None:
+        return LabelStore(store, manifest)
+    if not build:
+        raise LabelStoreError(
+            f'label store {store} cannot be used: {reason}. Rebuild it with '
+            f'`python tools/data/build_label_store.py {os.path.abspath(root)}'
+            f'{" --cache " + cache_dir if cache_dir else ""}`')
+    print_log(f'label store {store}: {reason}; building it', logger='current')
+    return build_label_store(root, cache_dir, tolerance_dir, force=manifest is not None)

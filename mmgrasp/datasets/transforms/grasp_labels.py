@@ -1,0 +1,157 @@
+"""SampleGraspLabels: choose each object's label points and ship its grids, dense or deferred."""
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from mmcv.transforms import BaseTransform
+from scipy.spatial import cKDTree
+
+from mmgrasp.registry import TRANSFORMS
+from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
+from ..deferred_reader import StoreGrids, _maps
+from ..label_store import LabelStore, open_label_store, unpack_rows
+
+GRID_STORAGES = ('dense', 'deferred')
+_stores: Dict[Tuple[str, Optional[str], Optional[str]], LabelStore] = {}
+
+
+def label_store_for(data_root: str, cache_dir: Optional[str] = None,
+                    tolerance_dir: Optional[str] = None) -> LabelStore:
+    """The label store of a dataset root, opened (built when missing or stale) once a process."""
+    key = (data_root, cache_dir, tolerance_dir)
+    if key not in _stores:
+        _stores[key] = open_label_store(data_root, cache_dir, tolerance_dir)
+    return _stores[key]
+
+
+@TRANSFORMS.register_module()
+class SampleGraspLabels(BaseTransform):
+    """Keep max(⌊Np·point_fraction⌋, min_points) label points per visible object (all when
+    fewer) and attach its grids: read now (``grids='dense'``, the reference path) or described
+    by a :class:`StoreGrids` record that the model reads after choosing its seeds
+    (``grids='deferred'``). Label points, poses and random draws do not depend on ``grids``.
+
+    Args:
+        point_fraction: share of an object's label points kept.
+        min_points: keep at least this many (or all, when the object has fewer).
+        min_object_points: skip objects with fewer sampled scene points.
+        visible_only: keep only label points within ``visible_distance`` of the object's
+            sampled scene points (GraspNet-baseline, Scale-Balanced-Grasp).
+        visible_distance: metres.
+        collision: ``'zero_scores'`` (μ and tolerance 0 where the grasp collides with the
+            scene), ``'mask'`` (carry the mask) or ``'none'``.
+        tolerance: carry tolerance radii.
+        skip_objects: object ids never labelled (GraspNet-baseline skips 18).
+        grids: ``'dense'`` or ``'deferred'``.
+        cache_dir: label store cache (default ``$MMGRASP_CACHE``).
+        tolerance_dir: where ``%03d_tolerance.npy`` live (default ``<root>/tolerance``).
+
+    Required Keys:
+        - seg (N,) int64, 0 background, k = object id + 1
+        - points (N, 3) float32 camera frame (with ``visible_only``)
+        - object_ids (M,) int64, poses (M, 3, 4) float32, instance_index (M,) int64
+        - scene, data_root, rng
+
+    Added Keys:
+        - grasp_labels (list[ObjectGraspLabels]): one per kept object
+        - grasp_label_instances (K,) int64: index of each kept object in ``poses``; the pose of
+          a label is taken from ``poses`` when the sample is packed, after augmentation
+    """
+
+    def __init__(self, point_fraction: float = 0.25, min_points: int = 300,
+                 min_object_points: int = 50, visible_only: bool = False,
+                 visible_distance: float = 0.01, collision: str = 'zero_scores',
+                 tolerance: bool = False, skip_objects: Sequence[int] = (),
+                 grids: str = 'deferred', cache_dir: Optional[str] = None,
+                 tolerance_dir: Optional[str] = None):
+        if grids not in GRID_STORAGES:
+            raise ValueError(f'SampleGraspLabels: grids={grids!r} is not a storage; expected one '
+                             f'of {GRID_STORAGES}')
+        if collision not in COLLISION_MODES:
+            raise ValueError(f'SampleGraspLabels: collision={collision!r}: expected one of '
+                             f'{COLLISION_MODES}')
+        self.point_fraction = point_fraction
+        self.min_points = min_points
+        self.min_object_points = min_object_points
+        self.visible_only = visible_only
+        self.visible_distance = visible_distance
+        self.collision = collision
+        self.tolerance = tolerance
+        self.skip_objects = tuple(int(o) for o in skip_objects)
+        self.grids = grids
+        self.cache_dir = cache_dir
+        self.tolerance_dir = tolerance_dir
+
+    def config(self) -> dict:
+        """The label recipe, without ``grids``: derived assets are shared by both storages."""
+        return dict(type=type(self).__name__, point_fraction=self.point_fraction,
+                    min_points=self.min_points, min_object_points=self.min_object_points,
+                    visible_only=self.visible_only, visible_distance=self.visible_distance,
+                    collision=self.collision, tolerance=self.tolerance,
+                    skip_objects=list(self.skip_objects))
+
+    def prepare(self, data_root: str) -> LabelStore:
+        """Open (and build when needed) the store in the main process, before workers fork."""
+        return label_store_for(data_root, self.cache_dir, self.tolerance_dir)
+
+    def _choose_rows(self, store: LabelStore, obj: int, pose: np.ndarray,
+                     object_points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        points = store.points(obj)
+        candidates = np.arange(len(points))
+        if self.visible_only:
+            camera_points = points @ pose[:, :3].T + pose[:, 3]
+            distance, _ = cKDTree(object_points).query(camera_points, k=1)
+            candidates = candidates[distance < self.visible_distance]
+        keep = min(max(int(len(candidates) * self.point_fraction), self.min_points),
+                   len(candidates))
+        return np.sort(rng.choice(candidates, keep, replace=False))
+
+    def _dense(self, store: LabelStore, record: StoreGrids) -> dict:
+        rows = record.rows
+        grids = {name: np.take(_maps.get(record.object_file(name)), rows, axis=0)
+                 for name in ('scores', 'widths')}
+        if self.tolerance:
+            radii = store.tolerance_radii(record.object_id)
+            grids['tolerance'] = radii[np.take(_maps.get(record.object_file('tolerance')), rows,
+                                               axis=0)]
+        if self.collision != 'none':
+            packed = np.take(_maps.get(record.collision_file()), rows + record.collision_offset,
+                             axis=0)
+            collided = unpack_rows(packed, store.grid)
+            if self.collision == 'mask':
+                grids['collision'] = collided
+            else:
+                grids['scores'][collided] = 0
+                if self.tolerance:
+                    grids['tolerance'][collided] = 0
+        return {name: torch.from_numpy(np.ascontiguousarray(g)) for name, g in grids.items()}
+
+    def transform(self, results: dict) -> dict:
+        store = self.prepare(results['data_root'])
+        seg, rng, scene = results['seg'], results['rng'], int(results['scene'])
+        labels, instances = [], []
+        for i, (obj, pose) in enumerate(zip(results['object_ids'], results['poses'])):
+            obj = int(obj)
+            on_object = seg == obj + 1
+            if obj in self.skip_objects or on_object.sum() < self.min_object_points:
+                continue
+            object_points = results['points'][on_object] if self.visible_only else None
+            rows = self._choose_rows(store, obj, pose, object_points, rng)
+            instance = int(results['instance_index'][i])
+            record = StoreGrids(store=store.path, object_id=obj, rows=rows.astype(np.int32),
+                                grid=store.grid, collision_mode=self.collision,
+                                has_tolerance=self.tolerance, scene=scene,
+                                collision_offset=store.collision_row_offset(scene, instance))
+            grids = self._dense(store, record) if self.grids == 'dense' else dict(deferred=record)
+            labels.append(ObjectGraspLabels(
+                points=torch.from_numpy(store.points(obj)[rows]),
+                pose=torch.from_numpy(np.ascontiguousarray(pose, dtype=np.float32)),
+                object_id=obj, collision_mode=self.collision, **grids))
+            instances.append(i)
+        results['grasp_labels'] = labels
+        results['grasp_label_instances'] = np.asarray(instances, dtype=np.int64)
+        return results
+
+    def __repr__(self) -> str:
+        args = ', '.join(f'{k}={v!r}' for k, v in self.config().items() if k != 'type')
+        return f'{type(self).__name__}({args}, grids={self.grids!r})'
