@@ -1,0 +1,31 @@
+"""Shared fixtures: one small synthetic dataset per session, a private label-store cache."""
+import os
+
+import pytest
+
+from mmgrasp.datasets.synthetic import write_synthetic_dataset
+
+# A grid whose V·A·D (45) is not a multiple of 8, so packed collision rows end mid-byte.
+SMALL_GRID = (5, 3, 3)
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _private_cache(tmp_path_factory):
+    """Label stores of the test session go to a temporary cache, never the user's."""
+    old = os.environ.get('MMGRASP_CACHE')
+    os.environ['MMGRASP_CACHE'] = str(tmp_path_factory.mktemp('mmgrasp_cache'))
+    yield
+    if old is None:
+        os.environ.pop('MMGRASP_CACHE', None)
+    else:
+        os.environ['MMGRASP_CACHE'] = old
+
+
+@pytest.fixture(scope='session')
+def synthetic_root(tmp_path_factory) -> str:
+    """2 scenes × 3 frames, 4 objects per scene, one model twice in scene 0, small grid."""
+    root = str(tmp_path_factory.mktemp('synthetic') / 'graspnet')
+    write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
+                            grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
+                            duplicates=1, seed=0, progress=False)
+    return root

@@ -1,0 +1,161 @@
+"""The label store: values bit for bit, bit order, staleness, atomic and concurrent builds."""
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.datasets.label_store import (LabelStoreError, build_label_store, open_label_store,
+                                          pack_rows, store_path_for, unpack_rows)
+
+
+@pytest.fixture
+def dataset_copy(synthetic_root, tmp_path) -> str:
+    root = str(tmp_path / 'graspnet')
+    shutil.copytree(synthetic_root, root)
+    return root
+
+
+def test_store_equals_sources_bit_for_bit(synthetic_root, tmp_path):
+    store = build_label_store(synthetic_root, str(tmp_path))
+    reader = GraspNetReader(synthetic_root)
+    assert store.grid == (5, 3, 3)
+    for obj, entry in store.objects.items():
+        label = reader.load_grasp_label(obj)
+        np.testing.assert_array_equal(store.points(obj), label['points'])
+        for name in ('scores', 'widths'):
+            stored = np.load(store.object_file(obj, name))
+            assert stored.dtype == np.float32
+            assert stored.tobytes() == label[name].tobytes(), (obj, name)
+        packed = np.load(store.object_file(obj, 'self_collision'))
+        np.testing.assert_array_equal(unpack_rows(packed, store.grid), label['self_collision'])
+        tolerance = reader.load_tolerance(obj)
+        levels = np.load(store.object_file(obj, 'tolerance'))
+        assert levels.dtype == np.uint8 and entry.has_tolerance
+        assert store.tolerance_radii(obj)[levels].tobytes() == tolerance.tobytes()
+    for scene, entry in store.scenes.items():
+        masks = reader.load_collision(scene)
+        rows = np.load(store.collision_file(scene))
+        assert entry.object_ids == tuple(reader.load_meta(scene, 0).object_ids)
+        for instance, mask in enumerate(masks):
+            start = store.collision_row_offset(scene, instance)
+            np.testing.assert_array_equal(unpack_rows(rows[start:start + len(mask)], store.grid),
+                                          mask)
+
+
+def test_bit_order_is_little_and_round_trips_off_multiple_of_8():
+    grid = (5, 3, 3)  # 45 cells: the last byte holds 5 bits
+    mask = np.zeros((2, *grid), bool)
+    mask[0].reshape(-1)[10] = True  # byte 1, bit 2 counted from the least significant bit
+    mask[1].reshape(-1)[44] = True  # byte 5, bit 4
+    packed = pack_rows(mask)
+    assert packed.shape == (2, 6)
+    assert packed[0].tolist() == [0, 4, 0, 0, 0, 0]
+    assert packed[1].tolist() == [0, 0, 0, 0, 0, 16]
+    rng = np.random.default_rng(0)
+    random = rng.random((7, *grid)) < 0.3
+    np.testing.assert_array_equal(unpack_rows(pack_rows(random), grid), random)
+
+
+def test_open_without_store_refuses_with_rebuild_hint(synthetic_root, tmp_path):
+    with pytest.raises(LabelStoreError, match='it does not exist.*build_label_store.py'):
+        open_label_store(synthetic_root, str(tmp_path), build=False)
+
+
+def test_stale_store_is_refused_or_rebuilt(dataset_copy, tmp_path):
+    cache = str(tmp_path / 'cache')
+    store = build_label_store(dataset_copy, cache)
+    reader = GraspNetReader(dataset_copy)
+    obj = min(store.objects)
+    path = reader.grasp_label_path(obj)
+    with np.load(path) as npz:
+        arrays = dict(npz)
+    arrays['scores'] = np.where(arrays['scores'] > 0, np.float32(0.5), arrays['scores'])
+    np.savez(path, **arrays)
+    with pytest.raises(LabelStoreError, match=f'source {path} changed'):
+        open_label_store(dataset_copy, cache, build=False)
+    rebuilt = open_label_store(dataset_copy, cache)
+    np.testing.assert_array_equal(np.load(rebuilt.object_file(obj, 'scores')), arrays['scores'])
+    assert open_label_store(dataset_copy, cache, build=False).path == store.path
+    os.remove(reader.tolerance_path(obj))
+    with pytest.raises(LabelStoreError, match='no longer exists'):
+        open_label_store(dataset_copy, cache, build=False)
+
+
+def test_foreign_and_old_format_store_is_refused(dataset_copy, tmp_path):
+    cache = str(tmp_path / 'cache')
+    store = build_label_store(dataset_copy, cache)
+    manifest_path = os.path.join(store.path, 'manifest.json')
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    with open(manifest_path, 'w') as f:
+        json.dump(dict(manifest, root='/elsewhere/graspnet'), f)
+    with pytest.raises(LabelStoreError, match='built from /elsewhere/graspnet'):
+        open_label_store(dataset_copy, cache, build=False)
+    with open(manifest_path, 'w') as f:
+        json.dump(dict(manifest, format_version=0), f)
+    with pytest.raises(LabelStoreError, match='format version 0'):
+        open_label_store(dataset_copy, cache, build=False)
+
+
+def test_unwritable_cache_is_named(synthetic_root, tmp_path):
+    blocker = tmp_path / 'not_a_dir'
+    blocker.write_text('a file where the cache folder should be')
+    with pytest.raises(LabelStoreError, match='cannot write the label store under .*not_a_dir.*'
+                                              'MMGRASP_CACHE'):
+        build_label_store(synthetic_root, str(blocker / 'cache'))
+
+
+_SLOW_BUILD = textwrap.dedent('''
+    import sys, time
+    import mmgrasp.datasets.label_store as ls
+    save = ls._save
+    def slow_save(path, array):
+        save(path, array)
+        time.sleep(float(sys.argv[3]))
+    ls._save = slow_save
+    ls.build_label_store(sys.argv[1], sys.argv[2])
+''')
+
+
+def _start_builder(root, cache, delay):
+    return subprocess.Popen([sys.executable, '-c', _SLOW_BUILD, root, cache, str(delay)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_killed_build_leaves_no_usable_store(synthetic_root, tmp_path):
+    cache = str(tmp_path / 'cache')
+    store = store_path_for(synthetic_root, cache)
+    proc = _start_builder(synthetic_root, cache, 0.2)
+    deadline = time.time() + 60
+    while not glob.glob(os.path.join(store + '.tmp-*', 'objects', '*', '*.npy')):
+        assert time.time() < deadline and proc.poll() is None, proc.stdout.read()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not os.path.exists(store)
+    assert glob.glob(store + '.tmp-*')
+    with pytest.raises(LabelStoreError, match='does not exist'):
+        open_label_store(synthetic_root, cache, build=False)
+    build_label_store(synthetic_root, cache)
+    assert not glob.glob(store + '.tmp-*')
+    assert open_label_store(synthetic_root, cache, build=False).path == store
+
+
+def test_concurrent_builders_share_one_store(synthetic_root, tmp_path):
+    cache = str(tmp_path / 'cache')
+    builders = [_start_builder(synthetic_root, cache, 0.01) for _ in range(2)]
+    outputs = [b.communicate(timeout=120)[0].decode() for b in builders]
+    assert [b.returncode for b in builders] == [0, 0], outputs
+    assert sum('label store: built' in o for o in outputs) == 1, outputs
+    store = open_label_store(synthetic_root, cache, build=False)
+    name = os.path.basename(store.path)
+    assert sorted(os.listdir(cache)) == [name, name + '.lock']
