@@ -154,7 +154,7 @@ def unpack_bits(packed: Tensor, cells: int) -> Tensor:
     if COLLISION_BITORDER == 'big':
         shifts = shifts.flip(0)
     bits = (packed.unsqueeze(-1) >> shifts) & 1
-    return bits.reshape(len(packed), -1)[:, :cells].bool()
+    return bits.reshape(len(packed), packed.shape[1] * 8)[:, :cells].bool()
 
 
 def distinct_in_file_order(file_ids: np.ndarray, keys: np.ndarray
@@ -236,6 +236,18 @@ def _file_rows(readers: Sequence[StoreGrids], owner: np.ndarray, rows: np.ndarra
     return flat[starts[owner] + rows]
 
 
+def _collision_rows(readers: Sequence[StoreGrids], owner: np.ndarray,
+                    file_rows: np.ndarray) -> np.ndarray:
+    """Row of every request in its scene's collision file."""
+    offsets = np.array([r.collision_offset for r in readers], dtype=np.int64)
+    return file_rows + offsets[owner]
+
+
+def _value_keys(file_rows: np.ndarray, views: Optional[np.ndarray], num_views: int) -> np.ndarray:
+    """Rows of the (N, V, A, D) file, or with views rows of its (N·V, A, D) reshape."""
+    return file_rows if views is None else file_rows * num_views + views
+
+
 def _group(paths: List[str], owner: np.ndarray, keys: np.ndarray):
     """File index per reader, then distinct (file, key) in file order with inverse."""
     unique_paths, reader_file = np.unique(np.array(paths), return_inverse=True)
@@ -270,7 +282,7 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
     if name != 'collision':
         value_file = {'scores': 'scores', 'widths': 'widths', 'tolerance': 'tolerance'}[name]
         paths = [r.object_file(value_file) for r in readers]
-        keys = file_rows if views is None else file_rows * V + views_np
+        keys = _value_keys(file_rows, views_np, V)
         row_shape = (V, A, D) if views is None else (A, D)
         files, (pair_file, pair_key, inverse) = _group(paths, owner_np, keys)
         dtype = np.uint8 if name == 'tolerance' else np.float32
@@ -281,8 +293,8 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
         mode == 'zero_scores' and name in ('scores', 'tolerance'))
     if with_collision:
         paths = [r.collision_file() for r in readers]
-        offsets = np.array([r.collision_offset for r in readers], dtype=np.int64)
-        files, (c_file, c_key, c_inverse) = _group(paths, owner_np, file_rows + offsets[owner_np])
+        files, (c_file, c_key, c_inverse) = _group(
+            paths, owner_np, _collision_rows(readers, owner_np, file_rows))
         nbytes = (cells + 7) // 8
         plan['collision'] = (files, c_file, c_key, (nbytes,))
         transfer.add('collision', np.uint8, (len(c_key), nbytes))
@@ -328,5 +340,5 @@ def _assemble(data: dict, name: str, out_shape: tuple, grid: Tuple[int, int, int
                                + values.long()]
     values = values.reshape(out_shape)
     if collided is not None:
-        values.masked_fill_(collided, 0)
+        values.masked_fill_(collided, 0)  # μ = 0 (and tolerance 0): collided grasps are invalid
     return values
