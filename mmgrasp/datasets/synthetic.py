@@ -1,0 +1,421 @@
+"""Synthetic GraspNet-1Billion-style dataset writer.
+
+Real GraspNet data is ~100 GB and cannot be shipped with tests, so this module writes a small,
+deterministic dataset in exactly the real on-disk layout (scenes/, grasp_label/, collision_label/,
+tolerance/, models/). Objects are boxes resting on a finite table; depth and segmentation are
+ray-cast exactly, so geometry checks (back-projection, poses, workspace masks) hold to the
+millimetre. Label grids are random but have the statistics loaders rely on (93-98 % infeasible,
+eleven score values, some widths > 0.1 m).
+
+Every random draw comes from ``np.random.default_rng((seed, purpose, *index))`` so each scene,
+object or frame is generated independently and the output is byte-identical for the same
+arguments.
+"""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+import zlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import cv2
+import numpy as np
+import scipy.io
+
+__all__ = ['write_synthetic_dataset', 'render', 'camera_intrinsics', 'model_half_extents',
+           'MU_VALUES', 'TOLERANCE_RADII', 'RS_WRT_KN', 'MAX_MODELS']
+
+MAX_MODELS = 88
+FACTOR_DEPTH = 1000.0
+MAX_DEPTH = 2.0  # metres; farther readings are written as 0 (no reading)
+TABLE_HALF = 0.5  # the table is a 1 m x 1 m square so far pixels read 0
+#: The ten feasible friction coefficients (a 0.1 grid); infeasible cells hold exactly -1.
+MU_VALUES = np.array([np.float32(np.round(k * 0.1, 1)) for k in range(1, 11)], np.float32)
+#: Tolerance radii used by graspnet-baseline's generate_tolerance_label.py (0 ... 0.050 m).
+TOLERANCE_RADII = np.float32(np.round(np.arange(51) * 0.001, 3))
+_SCORE_TABLE = np.append(MU_VALUES, np.float32(-1.0))  # index 10 = infeasible
+_INTRINSICS_1280x720 = {  # fx, fy, cx, cy
+    'realsense': (927.17, 927.37, 651.32, 349.62),
+    'kinect': (631.55, 631.21, 638.43, 366.50),
+}
+_CAMERA_CODE = {'realsense': 0, 'kinect': 1}
+_MAT_HEADER = b'MATLAB 5.0 MAT-file, Platform: posix, written by mmgrasp.datasets.synthetic'
+
+
+def _rot(axis: int, angle: float) -> np.ndarray:
+    c, s = np.cos(angle), np.sin(angle)
+    i, j = [(1, 2), (2, 0), (0, 1)][axis]
+    r = np.eye(3)
+    r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
+    return r
+
+
+def _rigid(r: np.ndarray, t: Sequence[float]) -> np.ndarray:
+    m = np.eye(4)
+    m[:3, :3], m[:3, 3] = r, t
+    return m
+
+
+#: Fixed RealSense pose in the Kinect frame (both cameras ride on the same arm).
+RS_WRT_KN = _rigid(_rot(0, np.deg2rad(2.0)) @ _rot(1, np.deg2rad(-3.0)), (0.06, -0.02, 0.01))
+
+
+def _rng(seed: int, purpose: str, *index: int) -> np.random.Generator:
+    """Independent stream per (seed, purpose, index): regenerating one item never shifts another."""
+    return np.random.default_rng([seed, zlib.crc32(purpose.encode()), *index])
+
+
+def camera_intrinsics(camera: str, image_size: tuple[int, int] = (1280, 720)) -> np.ndarray:
+    """3x3 GraspNet intrinsics of ``camera``, rescaled from 1280x720 to ``image_size`` (W, H)."""
+    if camera not in _INTRINSICS_1280x720:
+        raise ValueError(f'unknown camera {camera!r}; expected one of '
+                         f'{sorted(_INTRINSICS_1280x720)}')
+    fx, fy, cx, cy = _INTRINSICS_1280x720[camera]
+    sx, sy = image_size[0] / 1280.0, image_size[1] / 720.0
+    return np.array([[fx * sx, 0, cx * sx], [0, fy * sy, cy * sy], [0, 0, 1]], np.float64)
+
+
+def model_half_extents(seed: int, model_id: int) -> np.ndarray:
+    """Half-extents (3,) in metres of box model ``model_id``; the model frame is the box centre."""
+    return _rng(seed, 'model-size', model_id).uniform(0.02, 0.06, 3)
+
+
+def _surface_points(rng: np.random.Generator, half: np.ndarray, n: int) -> np.ndarray:
+    """Uniform samples on the box surface: faces chosen by area, then uniform on the face."""
+    areas = np.array([half[1] * half[2], half[0] * half[2], half[0] * half[1]])
+    axis = rng.choice(3, size=n, p=areas / areas.sum())
+    pts = rng.uniform(-half, half, size=(n, 3))
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    pts[np.arange(n), axis] = sign * half[axis]
+    return pts.astype(np.float32)
+
+
+class _Model(NamedTuple):
+    half: np.ndarray  # (3,) f64
+    points: np.ndarray  # (Np, 3) f32, model frame
+
+
+def _make_model(seed: int, model_id: int, points_per_object: int) -> _Model:
+    half = model_half_extents(seed, model_id)
+    rng = _rng(seed, 'model-points', model_id)
+    n = points_per_object
+    num = max(1, int(rng.integers(int(0.9 * n), int(1.1 * n) + 1)))
+    return _Model(half, _surface_points(rng, half, num))
+
+
+def _grasp_arrays(seed: int, model_id: int, num_points: int, grid: tuple[int, int, int]):
+    """Label grids of one model, built flat in float32/int8 so the real grid fits in ~1 GB."""
+    v, a, d = grid
+    n = num_points * v * a * d
+    rng = _rng(seed, 'grasp', model_id)
+    infeasible = rng.uniform(0.93, 0.98)
+    r = rng.random(n, dtype=np.float32)
+    k = int(round((1.0 - infeasible) * n))
+    q = np.float32(np.partition(r, k)[k]) if 0 < k < n else np.float32(1.0 if k >= n else 0.0)
+    # cells with r < q are feasible; r/q spreads them uniformly over the ten mu levels
+    if q > 0:
+        r *= np.float32(10.0) / q
+    else:
+        r[:] = 10.0
+    idx = np.minimum(r, 10).astype(np.int8)
+    del r
+    scores = _SCORE_TABLE[idx].reshape(num_points, v, a, d)
+    collision = (rng.random(n, dtype=np.float32) < 0.05).reshape(num_points, v, a, d)
+    offsets = np.empty((num_points, v, a, d, 3), np.float32)
+    offsets[..., 0] = (np.arange(a) * np.pi / 12).astype(np.float32)[:, None]
+    offsets[..., 1] = (np.arange(1, d + 1) * 0.01).astype(np.float32)
+    width = rng.random(n, dtype=np.float32)
+    width *= np.float32(0.115)
+    width += np.float32(0.005)
+    offsets[..., 2] = width.reshape(num_points, v, a, d)
+    del width
+    feasible = idx < 10
+    del idx
+    tolerance = np.zeros(n, np.float32)
+    level = rng.integers(0, len(TOLERANCE_RADII), int(feasible.sum()))
+    tolerance[feasible] = TOLERANCE_RADII[level]
+    return offsets, collision, scores, tolerance.reshape(num_points, v, a, d)
+
+
+def _box_corners(half: np.ndarray) -> np.ndarray:
+    return np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half
+
+
+def _box_ply(half: np.ndarray) -> str:
+    corners = _box_corners(half)
+    faces = [(0, 3, 2), (0, 1, 3), (4, 7, 5), (4, 6, 7), (0, 5, 1), (0, 4, 5),  # outward normals
+             (2, 7, 6), (2, 3, 7), (0, 6, 4), (0, 2, 6), (1, 7, 3), (1, 5, 7)]
+    lines = ['ply', 'format ascii 1.0', 'element vertex 8', 'property float x',
+             'property float y', 'property float z', 'element face 12',
+             'property list uchar int vertex_indices', 'end_header']
+    lines += [f'{x:.6f} {y:.6f} {z:.6f}' for x, y, z in corners]
+    lines += [f'3 {i} {j} {k}' for i, j, k in faces]
+    return '\n'.join(lines) + '\n'
+
+
+def _obb_overlap(c1, yaw1, h1, c2, yaw2, h2) -> bool:
+    """2-D separating-axis test for two yawed rectangles (centre, yaw, half sizes)."""
+    ax1, ax2 = _rot(2, yaw1)[:2, :2].T, _rot(2, yaw2)[:2, :2].T  # rows = rectangle axes
+    delta = np.asarray(c2) - np.asarray(c1)
+    return all(abs(delta @ ax) <= np.abs(ax1 @ ax) @ h1 + np.abs(ax2 @ ax) @ h2
+               for ax in np.concatenate([ax1, ax2]))
+
+
+def _place_objects(rng: np.random.Generator, halves: list[np.ndarray]) -> list[np.ndarray]:
+    """Table-frame poses of boxes resting on z=0, reject-sampled so footprints keep a 5 mm gap.
+
+    The sampling square starts at +-0.15 m and grows slowly when crowded scenes keep failing.
+    """
+    placed: list[tuple[np.ndarray, float, np.ndarray]] = []
+    poses = []
+    extent, failures = 0.15, 0
+    for half in halves:
+        foot = half[:2] + 0.0025
+        while True:
+            yaw = rng.uniform(-np.pi, np.pi)
+            xy = rng.uniform(-extent, extent, 2)
+            if not any(_obb_overlap(xy, yaw, foot, c, y, h) for c, y, h in placed):
+                break
+            failures += 1
+            if failures % 100 == 0:
+                extent = min(extent * 1.05, 0.4)
+            if failures > 20000:
+                raise RuntimeError('could not place the objects without overlap')
+        placed.append((xy, yaw, foot))
+        poses.append(_rigid(_rot(2, yaw), (xy[0], xy[1], half[2])))
+    return poses
+
+
+def _look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """OpenCV camera (x right, y down, z forward) pose at ``eye`` looking at ``target``."""
+    z = target - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(z, [0.0, 0.0, 1.0])
+    x /= np.linalg.norm(x)
+    return _rigid(np.stack([x, np.cross(z, x), z], axis=1), eye)
+
+
+def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray,
+           obj_wrt_table: Sequence[np.ndarray], halves: Sequence[np.ndarray],
+           labels: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact ray casting of the table square and boxes.
+
+    Returns (z (H,W) f64 metres, inf where nothing is hit; seg (H,W) uint8; table-hit mask). The
+    ray of pixel (u, v) has camera direction ((u-cx)/fx, (v-cy)/fy, 1), so the ray parameter is
+    the depth z and back-projection as in graspnet-baseline inverts it exactly.
+    """
+    w, h = image_size
+    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    dx = (np.arange(w) - cx) / fx
+    dy = (np.arange(h) - cy) / fy
+    zbuf = np.full((h, w), np.inf)
+    seg = np.zeros((h, w), np.uint8)
+    rot, c = cam_wrt_table[:3, :3], cam_wrt_table[:3, 3]
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        dz = rot[2, 0] * dx[None, :] + rot[2, 1] * dy[:, None] + rot[2, 2]
+        t = -c[2] / dz
+        px = c[0] + t * (rot[0, 0] * dx[None, :] + rot[0, 1] * dy[:, None] + rot[0, 2])
+        py = c[1] + t * (rot[1, 0] * dx[None, :] + rot[1, 1] * dy[:, None] + rot[1, 2])
+        table = (t > 0) & (np.abs(px) <= TABLE_HALF) & (np.abs(py) <= TABLE_HALF)
+        zbuf[table] = t[table]
+        table_cam = np.linalg.inv(cam_wrt_table)
+        for pose, half, lab in zip(obj_wrt_table, halves, labels):
+            m = table_cam @ pose  # model -> camera
+            corners = _box_corners(half) @ m[:3, :3].T + m[:3, 3]
+            if corners[:, 2].min() > 1e-3:  # clip the work to the projected bounding box
+                us = fx * corners[:, 0] / corners[:, 2] + cx
+                vs = fy * corners[:, 1] / corners[:, 2] + cy
+                u0, u1 = max(int(np.floor(us.min())) - 1, 0), min(int(np.ceil(us.max())) + 2, w)
+                v0, v1 = max(int(np.floor(vs.min())) - 1, 0), min(int(np.ceil(vs.max())) + 2, h)
+            else:
+                u0, u1, v0, v1 = 0, w, 0, h
+            if u0 >= u1 or v0 >= v1:
+                continue
+            r = m[:3, :3]
+            origin = -r.T @ m[:3, 3]  # camera centre in the model frame
+            sub_dx, sub_dy = dx[None, u0:u1], dy[v0:v1, None]
+            tnear = np.full((v1 - v0, u1 - u0), -np.inf)
+            tfar = np.full((v1 - v0, u1 - u0), np.inf)
+            for k in range(3):  # slab test in the model frame
+                dk = r[0, k] * sub_dx + r[1, k] * sub_dy + r[2, k]
+                t1 = (-half[k] - origin[k]) / dk
+                t2 = (half[k] - origin[k]) / dk
+                tnear = np.maximum(tnear, np.minimum(t1, t2))
+                tfar = np.minimum(tfar, np.maximum(t1, t2))
+            zsub = zbuf[v0:v1, u0:u1]
+            hit = (tnear <= tfar) & (tnear > 0) & (tnear < zsub)
+            zsub[hit] = tnear[hit]
+            seg[v0:v1, u0:u1][hit] = lab
+    table &= seg == 0
+    return zbuf, seg, table
+
+
+def _savemat_bytes(mdict: dict) -> bytes:
+    """scipy stamps the creation time into the header; a fixed header keeps files reproducible."""
+    buf = io.BytesIO()
+    scipy.io.savemat(buf, mdict)
+    data = bytearray(buf.getvalue())
+    data[:116] = _MAT_HEADER.ljust(116, b' ')
+    return bytes(data)
+
+
+def _write_png(path: str, image: np.ndarray) -> None:
+    ok, buf = cv2.imencode('.png', image)
+    if not ok:
+        raise OSError(f'could not encode {path}')
+    with open(path, 'wb') as f:
+        f.write(buf.tobytes())
+
+
+def _log(progress: bool, msg: str) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[int, _Model],
+                 frames: int, grid: tuple[int, int, int], image_size: tuple[int, int],
+                 cameras: Sequence[str], palette: np.ndarray) -> None:
+    rng = _rng(seed, 'scene', scene)
+    halves = [models[i].half for i in ids]
+    obj_wrt_table = _place_objects(rng, halves)
+    sdir = os.path.join(root, 'scenes', f'scene_{scene:04d}')
+    os.makedirs(sdir)
+    with open(os.path.join(sdir, 'object_id_list.txt'), 'w') as f:
+        f.write(''.join(f'{i}\n' for i in ids))
+    np.save(os.path.join(sdir, 'rs_wrt_kn.npy'), RS_WRT_KN)
+
+    # Kinect frame-0 pose: 0.5-0.7 m above the table, tilted 50-70 deg; RealSense rides along.
+    height = rng.uniform(0.5, 0.7)
+    elev = np.deg2rad(rng.uniform(50, 70))
+    azim = rng.uniform(-np.pi, np.pi)
+    eye = np.array([np.cos(azim), np.sin(azim), 0.0]) * height / np.tan(elev)
+    eye[2] = height
+    kn0 = _look_at(eye, np.array([*rng.uniform(-0.03, 0.03, 2), 0.03]))
+    step = np.deg2rad(min(3.0, 90.0 / max(frames - 1, 1))) * (1 if rng.random() < 0.5 else -1)
+    arc = [_rigid(_rot(2, f * step), (0, 0, 0)) for f in range(frames)]  # about the table z axis
+
+    cls_indexes = np.array([[i + 1 for i in ids]], np.int64)
+    for cam in cameras:
+        cam0 = kn0 if cam == 'kinect' else kn0 @ RS_WRT_KN
+        cam0_inv = np.linalg.inv(cam0)
+        camera_poses = np.stack([cam0_inv @ a @ cam0 for a in arc])
+        K = camera_intrinsics(cam, image_size)
+        cdir = os.path.join(sdir, cam)
+        for sub in ('rgb', 'depth', 'label', 'meta'):
+            os.makedirs(os.path.join(cdir, sub))
+        np.save(os.path.join(cdir, 'camK.npy'), K)
+        np.save(os.path.join(cdir, 'camera_poses.npy'), camera_poses)
+        np.save(os.path.join(cdir, 'cam0_wrt_table.npy'), cam0)
+        for f in range(frames):
+            cam_wrt_table = cam0 @ camera_poses[f]
+            z, seg, table = render(K, image_size, cam_wrt_table, obj_wrt_table, halves,
+                                   [i + 1 for i in ids])
+            valid = z <= MAX_DEPTH
+            depth = np.round(np.where(valid, z, 0) * FACTOR_DEPTH).astype(np.int32)
+            noise_rng = _rng(seed, 'depth-noise', scene, _CAMERA_CODE[cam], f)
+            noise = noise_rng.integers(-1, 2, depth.shape)
+            depth = np.where(table & valid, np.maximum(depth + noise, 1), depth).astype(np.uint16)
+            seg[~valid] = 0
+            shade = np.clip(1.25 - 0.5 * np.where(valid, z, 2.0), 0.3, 1.0)[..., None]
+            colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
+            rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
+            name = f'{f:04d}'
+            _write_png(os.path.join(cdir, 'rgb', name + '.png'), rgb)
+            _write_png(os.path.join(cdir, 'depth', name + '.png'), depth)
+            _write_png(os.path.join(cdir, 'label', name + '.png'), seg)
+            cam_inv = np.linalg.inv(cam_wrt_table)
+            poses = np.stack([(cam_inv @ p)[:3] for p in obj_wrt_table], axis=2).astype(np.float32)
+            meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
+                    'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
+            with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
+                fh.write(_savemat_bytes(meta))
+
+    # Scene collisions: more likely for label points near the table (height in the table frame).
+    v, a, d = grid
+    arrays = []
+    for n, (mid, pose) in enumerate(zip(ids, obj_wrt_table)):
+        pts, half = models[mid].points, models[mid].half
+        height_frac = np.clip((pts @ pose[:3, :3].T + pose[:3, 3])[:, 2] / (2 * half[2]), 0, 1)
+        rate = (0.20 - 0.10 * height_frac).astype(np.float32)
+        draw = _rng(seed, 'scene-collision', scene, n).random((len(pts), v * a * d),
+                                                               dtype=np.float32)
+        arrays.append((draw < rate[:, None]).reshape(len(pts), v, a, d))
+        del draw
+    cdir = os.path.join(root, 'collision_label', f'scene_{scene:04d}')
+    os.makedirs(cdir)
+    np.savez(os.path.join(cdir, 'collision_labels.npz'), *arrays)
+
+
+def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int = 4,
+                            objects: int = 10, models: int | None = None,
+                            points_per_object: int = 2000,
+                            grid: tuple[int, int, int] = (300, 12, 4),
+                            image_size: tuple[int, int] = (1280, 720),
+                            cameras: Sequence[str] = ('realsense', 'kinect'),
+                            duplicates: int = 0, seed: int = 0, progress: bool = True) -> None:
+    """Write a deterministic GraspNet-1Billion-layout dataset of box objects to ``out``.
+
+    ``objects`` instances per scene are drawn from model ids ``0..models-1`` (default
+    ``objects + 2``); label files are written for every model id. With ``duplicates=K`` the first
+    K scenes contain one model twice (``objects`` instances in total). Everything is written to
+    ``out + '.tmp-<pid>'`` and renamed at the end, so ``out`` is never half-written.
+    """
+    out = os.path.normpath(os.fspath(out))
+    models = objects + 2 if models is None else models
+    grid, image_size, cameras = tuple(map(int, grid)), tuple(map(int, image_size)), list(cameras)
+    if not 1 <= objects <= models <= MAX_MODELS or (duplicates and objects < 2):
+        raise ValueError(f'need 1 <= objects <= models <= {MAX_MODELS} (and objects >= 2 with '
+                         f'duplicates), got objects={objects}, models={models}')
+    if min(scenes, frames, points_per_object) < 1 or not 0 <= duplicates <= scenes or seed < 0:
+        raise ValueError('need scenes, frames, points_per_object >= 1, 0 <= duplicates <= scenes '
+                         'and seed >= 0')
+    if len(grid) != 3 or min(grid) < 1 or len(image_size) != 2 or min(image_size) < 1:
+        raise ValueError(f'bad grid {grid} or image_size {image_size}')
+    if not cameras or len(set(cameras)) != len(cameras):
+        raise ValueError(f'cameras must be a non-empty list without repeats, got {cameras}')
+    for cam in cameras:
+        camera_intrinsics(cam)  # validates the name
+    if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
+        raise FileExistsError(f'refusing to write the synthetic dataset: {out!r} exists and is not '
+                              'an empty directory')
+
+    tmp = f'{out}.tmp-{os.getpid()}'
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp)
+    try:
+        model_set = {m: _make_model(seed, m, points_per_object) for m in range(models)}
+        for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models'):
+            os.makedirs(os.path.join(tmp, sub))
+        for m, model in model_set.items():
+            _log(progress, f'[synthetic] object {m:03d}: {len(model.points)} points, grid {grid}')
+            os.makedirs(os.path.join(tmp, 'models', f'{m:03d}'))
+            with open(os.path.join(tmp, 'models', f'{m:03d}', 'nontextured.ply'), 'w') as f:
+                f.write(_box_ply(model.half))
+            offsets, collision, scores, tolerance = _grasp_arrays(seed, m, len(model.points), grid)
+            np.savez(os.path.join(tmp, 'grasp_label', f'{m:03d}_labels.npz'), points=model.points,
+                     offsets=offsets, collision=collision, scores=scores)
+            del offsets, collision, scores
+            np.save(os.path.join(tmp, 'tolerance', f'{m:03d}_tolerance.npy'), tolerance)
+            del tolerance
+        palette = _rng(seed, 'palette').integers(40, 256, (MAX_MODELS + 2, 3)).astype(np.float64)
+        palette[-1] = (170, 160, 150)  # table
+        for s in range(scenes):
+            rng = _rng(seed, 'scene-objects', s)
+            if s < duplicates:
+                ids = list(rng.choice(models, objects - 1, replace=False))
+                ids.insert(int(rng.integers(0, objects)), ids[int(rng.integers(0, objects - 1))])
+            else:
+                ids = list(rng.choice(models, objects, replace=False))
+            ids = [int(i) for i in ids]
+            _log(progress, f'[synthetic] scene {s:04d}: objects {ids}, {frames} frames x {cameras}')
+            _write_scene(tmp, seed, s, ids, model_set, frames, grid, image_size, cameras, palette)
+        if os.path.isdir(out):
+            os.rmdir(out)  # empty (checked above); rename cannot replace it on every platform
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _log(progress, f'[synthetic] wrote {out}')
