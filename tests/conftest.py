@@ -29,3 +29,20 @@ def synthetic_root(tmp_path_factory) -> str:
                             grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
                             duplicates=1, seed=0, progress=False)
     return root
+
+
+@pytest.fixture(scope='session')
+def make_dataset(synthetic_root):
+    """Factory of GraspNetDataset on the synthetic data with a training-like pipeline."""
+    from mmgrasp.datasets import GraspNetDataset
+
+    def make(grids: str, num_points: int = 1500, augment: bool = True, **label_options):
+        pipeline = [dict(type='LoadGraspScene', num_points=num_points),
+                    dict(type='SampleGraspLabels', grids=grids, min_points=10,
+                         min_object_points=20, **label_options)]
+        if augment:
+            pipeline.append(dict(type='RandomFlipRotateScene'))
+        pipeline.append(dict(type='PackGraspInputs'))
+        return GraspNetDataset(synthetic_root, pipeline=pipeline, seed=3)
+
+    return make
