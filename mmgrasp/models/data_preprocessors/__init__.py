@@ -1,0 +1,3 @@
+from .grasp_data_preprocessor import GraspDataPreprocessor
+
+__all__ = ['GraspDataPreprocessor']

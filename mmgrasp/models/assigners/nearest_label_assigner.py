@@ -1,0 +1,180 @@
+"""NearestLabelAssigner: each seed takes the grid of its nearest label point.
+
+What label matching computes in GSNet, GraspNet-baseline and Scale-Balanced-Grasp
+(``process_grasp_labels`` + ``match_grasp_view_and_label``), with grids read only through
+:func:`gather_grids` — so dense and deferred labels give identical targets.
+"""
+from dataclasses import replace
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from mmgrasp.registry import TASK_UTILS
+from mmgrasp.structures.grasp_labels import gather_grids
+from mmgrasp.structures.label_batch import GraspLabelBatch
+from mmgrasp.structures.matched_labels import MatchedLabels
+from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
+
+
+@TASK_UTILS.register_module()
+class NearestLabelAssigner:
+    """Match seeds to label points and build :class:`MatchedLabels`.
+
+    Args:
+        all_view_widths: read widths at all views (GraspNet-baseline: the width ≤ 0.1 mask of
+            the score labels needs them) instead of only at the chosen view (GSNet).
+        with_tolerance: read tolerance at the chosen view (GraspNet-baseline).
+        view_graspness: compute GSNet's view graspness targets.
+        gsnet_score_norm: GSNet's score targets (μ normalised to [0, 1] at the chosen view)
+            instead of GraspNet-baseline's ln(u_max / μ) at all views.
+        distance_cutoff: seeds farther than ``max_distance`` from every label point get μ = 0
+            (the reference methods have no cutoff).
+        max_distance: metres, used with ``distance_cutoff``.
+        num_views: V of the template views.
+        view_graspness_max_mu: cells with 0 < μ ≤ this count as graspable (GSNet: 0.6).
+    """
+
+    def __init__(self, all_view_widths: bool = False, with_tolerance: bool = False,
+                 view_graspness: bool = True, gsnet_score_norm: bool = True,
+                 distance_cutoff: bool = False, max_distance: float = 0.01,
+                 num_views: int = 300, view_graspness_max_mu: float = 0.6):
+        self.all_view_widths = all_view_widths
+        self.with_tolerance = with_tolerance
+        self.view_graspness = view_graspness
+        self.gsnet_score_norm = gsnet_score_norm
+        self.distance_cutoff = distance_cutoff
+        self.max_distance = max_distance
+        self.num_views = num_views
+        self.view_graspness_max_mu = view_graspness_max_mu
+
+    # ------------------------------------------------------------------ stage one
+    def nearest(self, seeds: Tensor, labels: GraspLabelBatch):
+        """Nearest label point of every seed among its own frame's label points."""
+        B, Ns, _ = seeds.shape
+        camera_points = labels.camera_points()
+        point_frame = labels.object_frame[labels.point_object]
+        index = seeds.new_zeros((B, Ns), dtype=torch.int64)
+        distance = seeds.new_full((B, Ns), float('inf'))
+        for b in range(B):
+            candidates = torch.nonzero(point_frame == b).squeeze(1)
+            if len(candidates) == 0:
+                continue
+            d = torch.cdist(seeds[b], camera_points[candidates],
+                            compute_mode='donot_use_mm_for_euclid_dist')
+            distance[b], nearest = d.min(dim=1)
+            index[b] = candidates[nearest]
+        return index, distance, camera_points
+
+    def view_reindex(self, poses: Tensor) -> Tensor:
+        """(O, V) object view j whose rotated direction R·v_j is nearest to template slot v."""
+        views = generate_grasp_views(self.num_views, poses.device)
+        rotated = views @ poses[:, :, :3].transpose(1, 2)
+        d = torch.cdist(views.expand(len(poses), -1, -1), rotated,
+                        compute_mode='donot_use_mm_for_euclid_dist')
+        return d.argmin(dim=2)
+
+    def view_rotations(self, poses: Tensor, view_index: Tensor) -> Tensor:
+        """(O, V, 3, 3) gripper rotation of each slot: R · M(−v_j, 0) for its object view j."""
+        views = generate_grasp_views(self.num_views, poses.device)
+        template = approach_to_matrix(-views, torch.zeros(len(views), device=poses.device))
+        rotations = poses[:, None, :, :3] @ template[None]
+        return torch.gather(rotations, 1, view_index[..., None, None].expand(-1, -1, 3, 3))
+
+    def assign(self, seeds: Tensor, labels: GraspLabelBatch) -> MatchedLabels:
+        """Stage one: ``seeds`` (B, Ns, 3) camera-frame seed points."""
+        if labels.num_objects == 0:
+            raise ValueError('NearestLabelAssigner: the batch has no labelled object; check '
+                             'SampleGraspLabels(min_object_points) and the frames')
+        B, Ns, _ = seeds.shape
+        point, distance, camera_points = self.nearest(seeds, labels)
+        obj = labels.point_object[point]
+        row = labels.point_row[point]
+        valid = torch.isfinite(distance)
+        if self.distance_cutoff:
+            valid &= distance < self.max_distance
+        object_view = self.view_reindex(labels.poses)
+        view_index = object_view[obj]  # (B, Ns, V)
+        view_rot = self.view_rotations(labels.poses, object_view)[obj]
+        owner, rows = obj.reshape(-1), row.reshape(-1)
+        scores = self._reindexed(labels, 'scores', owner, rows, view_index)
+        scores = torch.where(valid[..., None, None, None], scores, scores.new_zeros(()))
+        matched = MatchedLabels(
+            point=camera_points[point], distance=distance, valid=valid, object_index=obj,
+            row=row, view_index=view_index, view_rot=view_rot, scores=scores)
+        if self.all_view_widths:
+            matched.widths = self._reindexed(labels, 'widths', owner, rows, view_index)
+        if self.view_graspness:
+            matched.view_graspness = self._view_graspness(scores)
+        if not self.gsnet_score_norm:
+            mask = scores > 0
+            if matched.widths is not None:
+                mask &= matched.widths <= GRASP_MAX_WIDTH
+            matched.score_labels = self._log_ratio(scores, mask, scores.max())
+            matched.view_labels = matched.score_labels.amax(dim=(-2, -1))
+        return matched
+
+    def _reindexed(self, labels: GraspLabelBatch, name: str, owner: Tensor, rows: Tensor,
+                   view_index: Tensor) -> Tensor:
+        """(B, Ns, V, A, D) grid of the matched rows, slots in template (camera) order."""
+        grid = gather_grids(labels.objects, name, owner, rows)  # (K, V, A, D), object views
+        index = view_index.reshape(len(owner), -1)[..., None, None].expand(-1, -1,
+                                                                           *grid.shape[2:])
+        return torch.gather(grid, 1, index).reshape(*view_index.shape, *grid.shape[2:])
+
+    def _view_graspness(self, scores: Tensor) -> Tensor:
+        graspable = (scores > 0) & (scores <= self.view_graspness_max_mu)
+        count = graspable.sum(dim=(-2, -1)).float() / (scores.shape[-2] * scores.shape[-1])
+        low = count.amin(dim=-1, keepdim=True)
+        high = count.amax(dim=-1, keepdim=True)
+        return (count - low) / (high - low + 1e-5)
+
+    @staticmethod
+    def _log_ratio(mu: Tensor, mask: Tensor, u_max: Tensor) -> Tensor:
+        """ln(u_max / μ) where ``mask``, else 0 (μ is replaced by 1 off the mask to stay finite)."""
+        safe = torch.where(mask, mu, torch.ones_like(mu))
+        return torch.where(mask, torch.log(u_max / safe), torch.zeros_like(mu))
+
+    # ------------------------------------------------------------------ stage two
+    def match_view(self, matched: MatchedLabels, top_view: Tensor,
+                   labels: GraspLabelBatch) -> MatchedLabels:
+        """Stage two: ``top_view`` (B, Ns) template slot chosen per seed by the network."""
+        index = top_view[..., None]
+        top_view_rot = torch.gather(matched.view_rot, 2,
+                                    index[..., None, None].expand(-1, -1, 1, 3, 3)).squeeze(2)
+        mu = self._at_view(matched.scores, top_view)
+        owner, rows = matched.object_index.reshape(-1), matched.row.reshape(-1)
+        object_view = torch.gather(matched.view_index, 2, index).reshape(-1)
+        if matched.widths is not None:
+            widths = self._at_view(matched.widths, top_view)
+        else:
+            widths = gather_grids(labels.objects, 'widths', owner, rows,
+                                  object_view).reshape(mu.shape)
+        tolerance = None
+        if self.with_tolerance:
+            tolerance = gather_grids(labels.objects, 'tolerance', owner, rows,
+                                     object_view).reshape(mu.shape)
+            tolerance = torch.where(matched.valid[..., None, None], tolerance,
+                                    tolerance.new_zeros(()))
+        if self.gsnet_score_norm:
+            mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
+            positive = mu > 0
+            u_max = mu.max()
+            u_min = mu[positive].min() if positive.any() else u_max
+            top_scores = self._log_ratio(mu, positive, u_max) / (torch.log(u_max / u_min) + 1e-6)
+        else:
+            top_scores = self._at_view(matched.score_labels, top_view)
+        return replace(matched, top_view=top_view, top_view_rot=top_view_rot,
+                       top_scores=top_scores, top_widths=widths, top_tolerance=tolerance)
+
+    @staticmethod
+    def _at_view(grid: Tensor, top_view: Tensor) -> Tensor:
+        """(B, Ns, V, A, D) -> (B, Ns, A, D) at each seed's chosen slot."""
+        index = top_view[..., None, None, None].expand(-1, -1, 1, *grid.shape[3:])
+        return torch.gather(grid, 2, index).squeeze(2)
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}(all_view_widths={self.all_view_widths}, '
+                f'with_tolerance={self.with_tolerance}, view_graspness={self.view_graspness}, '
+                f'gsnet_score_norm={self.gsnet_score_norm}, '
+                f'distance_cutoff={self.distance_cutoff}, max_distance={self.max_distance})')
