@@ -1,0 +1,164 @@
+"""MatchedLabels are bit-identical between dense and deferred labels, for every combination of
+NearestLabelAssigner's options and for ScaleBalancedAssigner; and they agree with a brute-force
+numpy computation from the raw npz files."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from mmengine.dataset import pseudo_collate
+
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.models.assigners import (NearestLabelAssigner, ScaleBalancedAssigner,
+                                      compute_scale_statistic)
+from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
+
+OPTIONS = ('all_view_widths', 'with_tolerance', 'view_graspness', 'gsnet_score_norm',
+           'distance_cutoff')
+FRAMES = [(0, 0), (0, 2), (1, 4)]  # scene 0 frames hold one model twice
+NUM_SEEDS = 48
+NUM_VIEWS = 5
+
+
+def _batch(dataset):
+    data = pseudo_collate([dataset[i] for i in FRAMES])
+    return GraspDataPreprocessor()(data, training=True)['inputs']
+
+
+def _seeds_and_views(inputs):
+    g = torch.Generator().manual_seed(0)
+    points = inputs['points']
+    index = torch.stack([torch.randperm(points.shape[1], generator=g)[:NUM_SEEDS]
+                         for _ in range(len(points))])
+    seeds = torch.gather(points, 1, index[..., None].expand(-1, -1, 3))
+    top_view = torch.randint(0, NUM_VIEWS, (len(points), NUM_SEEDS), generator=g)
+    return seeds, top_view
+
+
+@pytest.fixture(scope='module')
+def batches(make_dataset):
+    out = {}
+    for grids in ('dense', 'deferred'):
+        inputs = _batch(make_dataset(grids, tolerance=True))
+        out[grids] = (inputs, *_seeds_and_views(inputs))
+    return out
+
+
+def _run(assigner, inputs, seeds, top_view):
+    matched = assigner.assign(seeds, inputs['grasp_labels'])
+    return assigner.match_view(matched, top_view, inputs['grasp_labels'])
+
+
+def _assert_identical(a, b):
+    for (name, x), (_, y) in zip(a.items(), b.items()):
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype and torch.equal(x, y), name
+
+
+def _differs(a, b) -> bool:
+    for (_, x), (_, y) in zip(a.items(), b.items()):
+        if (x is None) != (y is None) or (x is not None and (x.shape != y.shape
+                                                             or not torch.equal(x, y))):
+            return True
+    return False
+
+
+@pytest.mark.parametrize('flags', list(itertools.product((False, True), repeat=5)),
+                         ids=lambda f: ''.join('1' if x else '0' for x in f))
+def test_all_option_combinations_identical(batches, flags):
+    options = dict(zip(OPTIONS, flags), num_views=NUM_VIEWS, max_distance=0.02)
+    results = [_run(NearestLabelAssigner(**options), *batches[g]) for g in ('dense', 'deferred')]
+    _assert_identical(*results)
+    assert results[0].valid.any()
+
+
+@pytest.mark.parametrize('option', OPTIONS)
+def test_every_option_changes_the_output(batches, option):
+    base = dict(all_view_widths=False, with_tolerance=False, view_graspness=False,
+                gsnet_score_norm=False, distance_cutoff=False)
+    a = _run(NearestLabelAssigner(num_views=NUM_VIEWS, max_distance=0.02, **base),
+             *batches['deferred'])
+    b = _run(NearestLabelAssigner(num_views=NUM_VIEWS, max_distance=0.02,
+                                  **dict(base, **{option: True})), *batches['deferred'])
+    assert _differs(a, b)
+
+
+def test_scale_balanced_identical_with_identical_statistic(make_dataset, batches):
+    statistics = [compute_scale_statistic(make_dataset(g, tolerance=True), num_frames=4)
+                  for g in ('dense', 'deferred')]
+    assert statistics[0] == statistics[1] and sum(statistics[0]['num']) > 0
+    statistic = dict(statistics[0], num=[n + 1 for n in statistics[0]['num']])
+    results = [_run(ScaleBalancedAssigner(scale_statistic=statistic, num_views=NUM_VIEWS),
+                    *batches[g]) for g in ('dense', 'deferred')]
+    _assert_identical(*results)
+    assert results[0].scale_weight.shape == (len(FRAMES), NUM_SEEDS)
+    assert (results[0].scale_weight >= 1).all()
+
+
+def test_storage_made_to_differ_is_caught(batches):
+    """The identity check can fail: flip one deferred record's rows and it does."""
+    inputs, seeds, top_view = batches['deferred']
+    labels = inputs['grasp_labels']
+    record = labels.objects[0].deferred
+    original = record.rows.copy()
+    try:
+        object.__setattr__(record, 'rows', original[::-1].copy())
+        assigner = NearestLabelAssigner(num_views=NUM_VIEWS)
+        with pytest.raises(AssertionError):
+            _assert_identical(_run(assigner, *batches['dense']),
+                              _run(assigner, inputs, seeds, top_view))
+    finally:
+        object.__setattr__(record, 'rows', original)
+
+
+def _fibonacci_views(n):
+    phi = (np.sqrt(5) - 1) / 2
+    i = np.arange(n)
+    z = (2 * i + 1) / n - 1
+    r = np.sqrt(1 - z ** 2)
+    return np.stack([r * np.cos(2 * np.pi * i * phi), r * np.sin(2 * np.pi * i * phi), z], -1)
+
+
+def test_against_brute_force_from_npz(synthetic_root, batches):
+    inputs, seeds, top_view = batches['deferred']
+    labels = inputs['grasp_labels']
+    matched = _run(NearestLabelAssigner(num_views=NUM_VIEWS, all_view_widths=True),
+                   inputs, seeds, top_view)
+    reader = GraspNetReader(synthetic_root)
+    views = _fibonacci_views(NUM_VIEWS)
+    checked = 0
+    for b in range(len(FRAMES)):
+        frame_objects = [o for o in range(labels.num_objects) if labels.object_frame[o] == b]
+        candidates = []  # (camera point, object index, row)
+        for o in frame_objects:
+            pose = labels.poses[o].double().numpy()
+            points = labels.objects[o].points.double().numpy() @ pose[:, :3].T + pose[:, 3]
+            candidates += [(p, o, r) for r, p in enumerate(points)]
+        camera = np.stack([c[0] for c in candidates])
+        for s in range(0, NUM_SEEDS, 7):
+            seed = seeds[b, s].double().numpy()
+            nearest = int(np.argmin(((camera - seed) ** 2).sum(1)))
+            _, o, r = candidates[nearest]
+            assert (matched.object_index[b, s], matched.row[b, s]) == (o, r)
+            record = labels.objects[o].deferred
+            file_row = int(record.rows[r])
+            label = reader.load_grasp_label(record.object_id)
+            scene = record.scene
+            instance = list(GraspNetReader(synthetic_root).load_meta(scene, 0).object_ids)
+            offsets = np.cumsum([0] + [len(reader.load_grasp_label(i)['points'])
+                                       for i in instance])
+            collision = reader.load_collision(scene)[
+                int(np.flatnonzero(offsets == record.collision_offset)[0])][file_row]
+            mu = label['scores'][file_row].copy()
+            mu[collision] = 0
+            rotation = labels.poses[o][:, :3].double().numpy()
+            rotated = views @ rotation.T
+            d = ((views[:, None] - rotated[None]) ** 2).sum(-1)  # (slot, object view)
+            object_view = d.argmin(1)
+            np.testing.assert_array_equal(matched.view_index[b, s].numpy(), object_view)
+            assert matched.scores[b, s].numpy().tobytes() == mu[object_view].tobytes()
+            assert matched.widths[b, s].numpy().tobytes() == \
+                label['widths'][file_row][object_view].tobytes()
+            checked += 1
+    assert checked >= 15
