@@ -28,6 +28,8 @@ def synthetic_root(tmp_path_factory) -> str:
     write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
                             grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
                             duplicates=1, seed=0, progress=False)
+    from mmgrasp.datasets.graspness import generate_graspness
+    generate_graspness(root)
     return root
 
 
@@ -37,7 +39,7 @@ def make_dataset(synthetic_root):
     from mmgrasp.datasets import GraspNetDataset
 
     def make(grids: str, num_points: int = 1500, augment: bool = True, **label_options):
-        pipeline = [dict(type='LoadGraspScene', num_points=num_points),
+        pipeline = [dict(type='LoadGraspScene', num_points=num_points, with_graspness=True),
                     dict(type='SampleGraspLabels', grids=grids, min_points=10,
                          min_object_points=20, **label_options)]
         if augment:

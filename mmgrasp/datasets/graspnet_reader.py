@@ -340,6 +340,10 @@ class GraspNetReader:
     def load_graspness(self, scene: int, frame: int) -> np.ndarray:
         """(N_masked,) float32 GSNet graspness of the masked points of one frame."""
         path = self.graspness_path(scene, frame)
+        if not os.path.isfile(path):
+            raise DatasetFileError(path, 'file not found; GSNet graspness labels are generated '
+                                         f'with `python tools/data/generate_graspness.py '
+                                         f'{self.root} --camera {self.camera}`')
         array = _load_npy(path)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]

@@ -1,0 +1,3 @@
+from .gsnet import GSNet
+
+__all__ = ['GSNet']

@@ -1,0 +1,3 @@
+from .gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
+
+__all__ = ['ApproachHead', 'CloudCrop', 'GraspableHead', 'SWADHead']

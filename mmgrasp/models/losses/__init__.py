@@ -1,0 +1,3 @@
+from .gsnet_loss import GSNetLoss
+
+__all__ = ['GSNetLoss']

@@ -12,7 +12,7 @@ from mmgrasp.datasets.transforms.loading import depth_to_cloud, workspace_mask
 
 def test_graspness_files_match_brute_force(synthetic_root, tmp_path):
     root = str(tmp_path / 'graspnet')
-    shutil.copytree(synthetic_root, root)
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns('graspness'))
     assert generate_graspness(root, scenes=[0]) == 3
     assert generate_graspness(root, scenes=[0]) == 0  # existing files are kept
     reader = GraspNetReader(root)
@@ -43,7 +43,7 @@ def test_graspness_files_match_brute_force(synthetic_root, tmp_path):
 
 def test_load_grasp_scene_reads_graspness_aligned(synthetic_root, tmp_path):
     root = str(tmp_path / 'graspnet')
-    shutil.copytree(synthetic_root, root)
+    shutil.copytree(synthetic_root, root, ignore=shutil.ignore_patterns('graspness'))
     generate_graspness(root)
     dataset = GraspNetDataset(root, pipeline=[dict(type='LoadGraspScene', num_points=500,
                                                    with_graspness=True)])

@@ -1,0 +1,148 @@
+"""GSNet (Wang et al., ICCV 2021): graspness-guided seeds on a sparse voxel U-Net."""
+import math
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from mmengine.model import BaseModel
+from torch import Tensor
+
+from mmgrasp.registry import MODELS, TASK_UTILS
+from mmgrasp.structures.data_sample import GraspDataSample
+from ..layers.point_ops import furthest_point_sample, gather_points
+from ..utils.grasp_geometry import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix
+from ..utils.part_timer import PartTimer
+
+
+def batch_generator(data_samples: List[GraspDataSample], seed: int,
+                    device: torch.device) -> torch.Generator:
+    """A generator for the model's own random draws, derived from (seed, epoch, sample indices)
+    only: dense and deferred runs, any worker count and a resumed run draw the same."""
+    keys = [seed] + [int(v) for s in data_samples
+                     for v in (s.metainfo.get('epoch', 0), s.metainfo.get('sample_idx', 0))]
+    state = int(np.random.SeedSequence(keys).generate_state(1, np.uint64)[0] >> np.uint64(1))
+    return torch.Generator(device=device).manual_seed(state)
+
+
+@MODELS.register_module()
+class GSNet(BaseModel):
+    """Backbone → objectness/graspness → graspable mask + FPS seeds → approach views →
+    (training) label matching → cylinder crops → score/width.
+
+    The assigner runs inside :meth:`loss`, after the seeds are chosen: with deferred grids that
+    is where the label rows are read. The wall time of each part is in ``self.timer``
+    (backbone, seed_selection, view, assigner, grouper, head, losses).
+
+    Args:
+        backbone: per-point feature network, (B, N, 3) -> (B, C, N), with ``out_channels``.
+        assigner: a NearestLabelAssigner config (GSNet's options by default).
+        num_seeds: seeds per frame (1024).
+        graspness_threshold: graspable points have predicted graspness above this (0.1).
+        seed: seed of the model's own draws (the chosen view per seed in training).
+        crop, loss, num_views/num_angles/num_depths: head and loss settings.
+    """
+
+    def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,
+                 graspness_threshold: float = 0.1, seed: int = 0, num_views: int = 300,
+                 num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
+                 loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(data_preprocessor=data_preprocessor or dict(type='GraspDataPreprocessor'),
+                         init_cfg=init_cfg)
+        self.backbone = MODELS.build(backbone)
+        channels = self.backbone.out_channels
+        self.graspable_head = MODELS.build(dict(type='GraspableHead', in_channels=channels))
+        self.approach_head = MODELS.build(dict(type='ApproachHead', in_channels=channels,
+                                               num_views=num_views))
+        self.crop = MODELS.build(dict(dict(type='CloudCrop', in_channels=channels), **(crop or {})))
+        self.swad_head = MODELS.build(dict(type='SWADHead', in_channels=self.crop.out_channels,
+                                           num_angles=num_angles, num_depths=num_depths))
+        self.assigner = TASK_UTILS.build(assigner or dict(
+            type='NearestLabelAssigner', num_views=num_views))
+        self.loss_fn = MODELS.build(loss or dict(type='GSNetLoss'))
+        self.num_seeds = num_seeds
+        self.graspness_threshold = graspness_threshold
+        self.seed = seed
+        self.num_depths = num_depths
+        self.timer = PartTimer()
+
+    def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
+                mode: str = 'tensor'):
+        if mode == 'loss':
+            return self.loss(inputs, data_samples)
+        if mode == 'predict':
+            return self.predict(inputs, data_samples)
+        if mode == 'tensor':
+            return self._seed_stage(inputs)
+        raise ValueError(f'GSNet.forward: mode={mode!r}, expected loss, predict or tensor')
+
+    def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
+        points = inputs['points']
+        with self.timer('backbone'):
+            features = self.backbone(points)
+            objectness, graspness = self.graspable_head(features)
+        with self.timer('seed_selection'):
+            graspable = (objectness.argmax(dim=1) == 1) & (graspness > self.graspness_threshold)
+            # early in training nothing may be graspable yet: then every point is eligible
+            graspable = graspable | ~graspable.any(dim=1, keepdim=True)
+            index = furthest_point_sample(points, self.num_seeds, graspable)
+            seeds = torch.gather(points, 1, index[..., None].expand(-1, -1, 3))
+            seed_features = gather_points(features, index)
+        return dict(objectness=objectness, graspness=graspness, seeds=seeds,
+                    seed_features=seed_features)
+
+    def loss(self, inputs: dict, data_samples: List[GraspDataSample]) -> Dict[str, Tensor]:
+        if 'grasp_labels' not in inputs:
+            raise KeyError("GSNet.loss needs inputs['grasp_labels']: add SampleGraspLabels and "
+                           'PackGraspInputs to the training pipeline')
+        out = self._seed_stage(inputs)
+        seeds = out['seeds']
+        with self.timer('view'):
+            view_scores, residual = self.approach_head(out['seed_features'])
+            generator = batch_generator(data_samples, self.seed, seeds.device)
+            top_view = self.approach_head.choose_views(view_scores, generator)
+            seed_features = out['seed_features'] + residual
+        with self.timer('assigner'):
+            labels = inputs['grasp_labels']
+            matched = self.assigner.assign(seeds, labels)
+            matched = self.assigner.match_view(matched, top_view, labels)
+        with self.timer('grouper'):
+            crops = self.crop(seeds, seed_features, matched.top_view_rot)
+        with self.timer('head'):
+            score, width = self.swad_head(crops)
+        if score.shape != matched.top_scores.shape:
+            raise ValueError(f'GSNet predicts (B, Ns, A, D) = {tuple(score.shape)} but the labels '
+                             f'give {tuple(matched.top_scores.shape)}: set num_angles/num_depths '
+                             f'(and num_views) to the label grid')
+        with self.timer('losses'):
+            return self.loss_fn(out['objectness'], out['graspness'], inputs['objectness'],
+                                inputs['graspness'], view_scores, score, width, matched)
+
+    def predict(self, inputs: dict, data_samples: List[GraspDataSample]
+                ) -> List[GraspDataSample]:
+        """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height, depth, rotation
+        (3×3, row-major), translation, object id (−1), as GraspNet's evaluation expects."""
+        out = self._seed_stage(inputs)
+        view_scores, residual = self.approach_head(out['seed_features'])
+        top_view = self.approach_head.choose_views(view_scores, None)
+        seed_features = out['seed_features'] + residual
+        rotations = self.approach_head.view_rotations(top_view)
+        score, width = self.swad_head(self.crop(out['seeds'], seed_features, rotations))
+        B, Ns, A, D = score.shape
+        best_score, best = score.reshape(B, Ns, A * D).max(dim=-1)
+        angle = (best // D).float() * math.pi / A
+        depth = (best % D + 1).float() * 0.01
+        best_width = torch.gather(width.reshape(B, Ns, A * D), 2, best[..., None]).squeeze(-1)
+        best_width = (1.2 * best_width / 10).clamp(0, GRASP_MAX_WIDTH)
+        approach = rotations[..., 0]
+        rotation = approach_to_matrix(approach, angle).reshape(B, Ns, 9)
+        height = torch.full_like(best_score, GRASP_HEIGHT)
+        grasps = torch.cat([best_score[..., None], best_width[..., None], height[..., None],
+                            depth[..., None], rotation, out['seeds'],
+                            torch.full_like(best_score, -1)[..., None]], dim=-1)
+        results = []
+        for sample, frame_grasps in zip(data_samples or [GraspDataSample()] * B, grasps):
+            sample = sample.clone()
+            sample.pred_grasps = frame_grasps.detach()
+            results.append(sample)
+        return results

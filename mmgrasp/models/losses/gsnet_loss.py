@@ -1,0 +1,43 @@
+"""GSNet's losses (graspness_implementation models/loss.py)."""
+from typing import Dict
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from mmgrasp.registry import MODELS
+from mmgrasp.structures.matched_labels import MatchedLabels
+
+
+@MODELS.register_module()
+class GSNetLoss:
+    """obj + 10·graspness + 100·view + 15·score + 10·width, each term reported on its own.
+
+    - objectness: cross-entropy over all points;
+    - graspness: smooth-L1 where the objectness label is 1;
+    - view: smooth-L1 of the view scores against the view graspness, mean over (B, Ns, V);
+    - score: smooth-L1 against the normalised score at the chosen view, mean over (B, Ns, A, D);
+    - width: smooth-L1 against 10·width where the score target is positive.
+    """
+
+    def __init__(self, objectness: float = 1.0, graspness: float = 10.0, view: float = 100.0,
+                 score: float = 15.0, width: float = 10.0):
+        self.weights = dict(objectness=objectness, graspness=graspness, view=view, score=score,
+                            width=width)
+
+    def __call__(self, objectness_logits: Tensor, graspness_pred: Tensor,
+                 objectness_label: Tensor, graspness_label: Tensor, view_scores: Tensor,
+                 score_pred: Tensor, width_pred: Tensor, matched: MatchedLabels
+                 ) -> Dict[str, Tensor]:
+        objectness = F.cross_entropy(objectness_logits, objectness_label)
+        on_object = objectness_label.bool()
+        graspness = F.smooth_l1_loss(graspness_pred, graspness_label, reduction='none')
+        graspness = graspness[on_object].mean() if on_object.any() else graspness.sum() * 0
+        view = F.smooth_l1_loss(view_scores, matched.view_graspness)
+        score = F.smooth_l1_loss(score_pred, matched.top_scores)
+        width = F.smooth_l1_loss(width_pred, matched.top_widths * 10, reduction='none')
+        positive = matched.top_scores > 0
+        width = width[positive].mean() if positive.any() else width.sum() * 0
+        terms = dict(objectness=objectness, graspness=graspness, view=view, score=score,
+                     width=width)
+        return {f'loss_{k}': self.weights[k] * v for k, v in terms.items()}
