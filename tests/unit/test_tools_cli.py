@@ -1,0 +1,64 @@
+"""The command-line tools as a user runs them: a subprocess, its exit status and its output."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mmgrasp.datasets.label_store import store_path_for
+from mmgrasp.datasets.synthetic import write_synthetic_dataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(REPO, 'tools', 'data', 'build_label_store.py')
+
+
+@pytest.fixture(scope='module')
+def tiny_root(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp('cli') / 'graspnet')
+    write_synthetic_dataset(root, scenes=1, frames=2, objects=3, points_per_object=40,
+                            grid=(5, 3, 3), image_size=(320, 180), cameras=('realsense',),
+                            progress=False)
+    return root
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, BUILD, *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+
+
+def test_build_label_store_builds_then_reuses(tiny_root, tmp_path):
+    cache = str(tmp_path / 'cache')
+    store = store_path_for(tiny_root, cache)
+    first = _run(tiny_root, '--cache', cache)
+    assert first.returncode == 0, first.stderr
+    assert store in first.stdout
+    assert 'objects: 3' in first.stdout and 'scenes: 1' in first.stdout
+    assert '(5, 3, 3)' in first.stdout and 'built in' in first.stdout
+    assert np.load(os.path.join(store, 'objects', os.listdir(os.path.join(store, 'objects'))[0],
+                                'scores.npy')).shape[1:] == (5, 3, 3)
+
+    again = _run(tiny_root, '--cache', cache)
+    assert again.returncode == 0, again.stderr
+    assert 'up to date' in again.stdout and store in again.stdout
+
+    forced = _run(tiny_root, '--cache', cache, '--force')
+    assert forced.returncode == 0, forced.stderr
+    assert 'built in' in forced.stdout
+
+
+def test_build_label_store_missing_root_names_it(tmp_path):
+    missing = str(tmp_path / 'no_such_root')
+    result = _run(missing, '--cache', str(tmp_path / 'cache'))
+    assert result.returncode != 0
+    assert missing in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+def test_build_label_store_not_a_dataset_is_a_message(tmp_path):
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    result = _run(str(empty), '--cache', str(tmp_path / 'cache'))
+    assert result.returncode != 0
+    assert os.path.join(str(empty), 'scenes') in result.stderr
+    assert 'Traceback' not in result.stderr

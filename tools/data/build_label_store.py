@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""Build the label store of a GraspNet-1Billion root ahead of training.
+
+Training builds the store lazily on first use; building it here once keeps that minutes-long
+conversion out of the first iteration (and out of every worker that would wait on the lock).
+
+Usage:
+    python tools/data/build_label_store.py DATA_ROOT [--cache DIR] [--tolerance-dir DIR] [--force]
+
+Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
+built. ``--cache`` defaults to ``$MMGRASP_CACHE`` (else ``~/.cache/mmgrasp``).
+"""
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional
+
+from mmgrasp.datasets.graspnet_reader import DatasetFileError
+from mmgrasp.datasets.label_store import (MANIFEST, LabelStoreError, build_label_store,
+                                          open_label_store, store_path_for)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('root', metavar='DATA_ROOT', help='dataset root (holds scenes/, grasp_label/, '
+                                                     'collision_label/)')
+    p.add_argument('--cache', default=None, help='folder holding label stores '
+                                                 '(default $MMGRASP_CACHE or ~/.cache/mmgrasp)')
+    p.add_argument('--tolerance-dir', default=None,
+                   help='folder of %%03d_tolerance.npy files (default DATA_ROOT/tolerance)')
+    p.add_argument('--force', action='store_true', help='rebuild even when the store is current')
+    return p.parse_args(argv)
+
+
+def human_size(nbytes: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    if nbytes < 1024:
+        return f'{nbytes} B'
+    size = nbytes / 1024
+    for unit in ('KiB', 'MiB'):
+        if size < 1024:
+            return f'{size:.1f} {unit}'
+        size /= 1024
+    return f'{size:.1f} GiB'
+
+
+def disk_size(folder: str) -> int:
+    """Sum of the sizes of the files under ``folder``."""
+    return sum(os.path.getsize(os.path.join(d, name))
+               for d, _, names in os.walk(folder) for name in names)
+
+
+def _manifest_stamp(store: str) -> Optional[int]:
+    """mtime of the manifest, or None: a new stamp after the call means the store was built."""
+    try:
+        return os.stat(os.path.join(store, MANIFEST)).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    if not os.path.isdir(args.root):
+        sys.exit(f'build_label_store: error: dataset root {os.path.abspath(args.root)} is not a '
+                 f'directory')
+    path = store_path_for(args.root, args.cache)
+    before = _manifest_stamp(path)
+    t0 = time.perf_counter()
+    try:
+        if args.force:
+            store = build_label_store(args.root, args.cache, args.tolerance_dir, force=True)
+        else:
+            store = open_label_store(args.root, args.cache, args.tolerance_dir, build=True)
+    except (DatasetFileError, LabelStoreError) as exc:
+        sys.exit(f'build_label_store: error: {exc}')
+    elapsed = time.perf_counter() - t0
+    built = before is None or _manifest_stamp(store.path) != before
+    print(f'label store: {store.path}')
+    print(f'objects: {len(store.objects)}  scenes: {len(store.scenes)}  '
+          f'grid (V, A, D): {store.grid}')
+    print(f'{"built" if built else "up to date, opened"} in {elapsed:.2f} s; '
+          f'{human_size(disk_size(store.path))} on disk')
+
+
+if __name__ == '__main__':
+    main()
