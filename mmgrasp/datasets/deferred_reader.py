@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .label_store import COLLISION_BITORDER
+from .label_store import COLLISION_BITORDER, zero_where
 
 _ALIGN = 8
 
@@ -150,6 +150,14 @@ class StoreGrids:
 # ------------------------------------------------------------------------------- building blocks
 def unpack_bits(packed: Tensor, cells: int) -> Tensor:
     """(K, nbytes) uint8 -> (K, cells) bool, the store's bit order, on packed's device."""
+    if packed.device.type == 'cpu':
+        bits = np.unpackbits(packed.numpy(), axis=1, count=cells, bitorder=COLLISION_BITORDER)
+        return torch.from_numpy(bits.view(bool))
+    return unpack_bits_torch(packed, cells)
+
+
+def unpack_bits_torch(packed: Tensor, cells: int) -> Tensor:
+    """:func:`unpack_bits` with torch operations, for tensors on an accelerator."""
     shifts = torch.arange(8, device=packed.device, dtype=torch.uint8)
     if COLLISION_BITORDER == 'big':
         shifts = shifts.flip(0)
@@ -267,23 +275,26 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
     grid = first.grid
     V, A, D = grid
     cells = V * A * D
-    request = torch.stack([owner, rows] + ([views] if views is not None else []))
+    request = torch.cat([owner[:, None], rows[:, None]]
+                        + ([views.reshape(len(owner), views.shape[1] if views.dim() == 2 else 1)]
+                           if views is not None else []), dim=1)
     request = request.cpu().numpy().astype(np.int64)  # the one transfer to the host
-    owner_np, rows_np = request[0], request[1]
-    views_np = request[2] if views is not None else None
-    if views_np is not None and len(views_np) and (views_np.min() < 0 or views_np.max() >= V):
+    owner_np, rows_np = request[:, 0], request[:, 1]
+    views_np = request[:, 2:] if views is not None else None
+    if views_np is not None and views_np.size and (views_np.min() < 0 or views_np.max() >= V):
         raise IndexError(f'view index out of range 0..{V - 1}')
     file_rows = _file_rows(readers, owner_np, rows_np)
     K = len(owner_np)
-    out_shape = (K, V, A, D) if views is None else (K, A, D)
+    # One view per request: read only that view's cells. Several: read whole rows and pick
+    # the views while expanding on the device.
+    cell_views = views_np[:, 0] if views is not None and views.dim() == 1 else None
 
     transfer = _Transfer()
     plan = {}
     if name != 'collision':
-        value_file = {'scores': 'scores', 'widths': 'widths', 'tolerance': 'tolerance'}[name]
-        paths = [r.object_file(value_file) for r in readers]
-        keys = _value_keys(file_rows, views_np, V)
-        row_shape = (V, A, D) if views is None else (A, D)
+        paths = [r.object_file(name) for r in readers]
+        keys = _value_keys(file_rows, cell_views, V)
+        row_shape = (V, A, D) if cell_views is None else (A, D)
         files, (pair_file, pair_key, inverse) = _group(paths, owner_np, keys)
         dtype = np.uint8 if name == 'tolerance' else np.float32
         plan['values'] = (files, pair_file, pair_key, row_shape)
@@ -304,6 +315,8 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
         radius_start = np.concatenate([[0], np.cumsum([len(t) for t in radii])[:-1]])
         transfer.add('radii', np.float32, (sum(len(t) for t in radii),))
         transfer.add('radius_start', np.int64, (K,))
+    if views is not None and views.dim() == 2:
+        transfer.add('views', np.int64, views_np.shape)
 
     host = _buffer.acquire(transfer.nbytes)
     staged = transfer.host_views(host)
@@ -318,27 +331,49 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
     if name == 'tolerance':
         staged['radii'][:] = np.concatenate(radii)
         staged['radius_start'][:] = radius_start[owner_np]
+    if 'views' in staged:
+        staged['views'][:] = views_np
     on_device = transfer.device_views(_buffer.to_device(host, device))
-    return _assemble(on_device, name, out_shape, grid, views)
+    if cell_views is not None:
+        on_device['cell_views'] = views
+    return _assemble(on_device, name, grid)
 
 
-def _assemble(data: dict, name: str, out_shape: tuple, grid: Tuple[int, int, int],
-              views: Optional[Tensor]) -> Tensor:
-    """On the device: expand rows to requests, apply collisions, turn levels into radii."""
+def _expand(rows: Tensor, index: Tensor, views: Optional[Tensor]) -> Tensor:
+    """rows[index] (or rows[index, views] for (K, W) views) into new memory, in request order.
+
+    On the CPU numpy does the copy: it allocates large outputs on huge pages, which torch's
+    allocator does not, and page faults would otherwise cost as much as the copy.
+    """
+    if rows.device.type == 'cpu':
+        array, index = rows.numpy(), index.numpy()
+        if views is None:
+            return torch.from_numpy(np.take(array, index, axis=0))
+        return torch.from_numpy(array[index[:, None], views.numpy()])
+    return rows[index] if views is None else rows[index[:, None], views]
+
+
+def _assemble(data: dict, name: str, grid: Tuple[int, int, int]) -> Tensor:
+    """On the device: unpack collision bits, expand rows to requests (selecting views), apply
+    collisions, turn tolerance levels into radii."""
     V, A, D = grid
+    views = data.get('views')
     collided = None
     if 'collision' in data:
-        packed = data['collision'][data['collision_index']]
-        collided = unpack_bits(packed, V * A * D).reshape(-1, V, A, D)
-        if views is not None:
-            collided = collided[torch.arange(len(views), device=views.device), views]
+        bits = unpack_bits(data['collision'], V * A * D).view(-1, V, A, D)
+        collided = _expand(bits, data['collision_index'], views)
+        if 'cell_views' in data:
+            collided = collided[torch.arange(len(collided), device=collided.device),
+                                data['cell_views']]
     if name == 'collision':
-        return collided.reshape(out_shape)
-    values = data['values'][data['values_index']]
+        return collided
+    values = _expand(data['values'], data['values_index'], views)
     if name == 'tolerance':
-        values = data['radii'][data['radius_start'].view(-1, *([1] * (values.dim() - 1)))
-                               + values.long()]
-    values = values.reshape(out_shape)
-    if collided is not None:
-        values.masked_fill_(collided, 0)  # μ = 0 (and tolerance 0): collided grasps are invalid
+        start = data['radius_start'].view(-1, *([1] * (values.dim() - 1)))
+        values = data['radii'][start + values.long()]
+    if collided is not None:  # μ = 0 (and tolerance 0): collided grasps are invalid
+        if values.device.type == 'cpu':
+            zero_where(values.numpy(), collided.numpy())
+        else:
+            values.masked_fill_(collided, 0)
     return values

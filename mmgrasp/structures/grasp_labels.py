@@ -131,8 +131,9 @@ def _check_request(objects: Sequence[ObjectGraspLabels], name: str, owner: Tenso
     if owner.shape != rows.shape or owner.dim() != 1:
         raise ValueError(f'owner {tuple(owner.shape)} and rows {tuple(rows.shape)} must be equal '
                          f'1-d shapes')
-    if views is not None and views.shape != rows.shape:
-        raise ValueError(f'views {tuple(views.shape)} must match rows {tuple(rows.shape)}')
+    if views is not None and (views.dim() not in (1, 2) or len(views) != len(rows)):
+        raise ValueError(f'views {tuple(views.shape)} must be (K,) or (K, W) for {len(rows)} '
+                         f'requests')
     if name == 'tolerance' and not all(o.has_tolerance for o in objects):
         raise KeyError("grid 'tolerance' requested but the labels carry none: set "
                        "SampleGraspLabels(tolerance=True) and generate tolerance files")
@@ -144,12 +145,20 @@ def _gather_dense(objects: Sequence[ObjectGraspLabels], name: str, owner: Tensor
     if name == 'collision' and any(g is None for g in grids):
         return None
     first = grids[0]
-    shape = (len(rows), *first.shape[1:]) if views is None else (len(rows), *first.shape[2:])
+    if views is None:
+        shape = (len(rows), *first.shape[1:])
+    else:
+        shape = (*views.shape, *first.shape[2:])
     out = first.new_empty(shape)
     for index in torch.unique(owner).tolist():
         sel = torch.nonzero(owner == index).squeeze(1)
         grid = grids[index]
-        out[sel] = grid[rows[sel]] if views is None else grid[rows[sel], views[sel]]
+        if views is None:
+            out[sel] = grid[rows[sel]]
+        elif views.dim() == 1:
+            out[sel] = grid[rows[sel], views[sel]]
+        else:
+            out[sel] = grid[rows[sel][:, None], views[sel]]
     return out
 
 
@@ -158,8 +167,10 @@ def gather_grids(objects: Sequence[ObjectGraspLabels], name: str, owner: Tensor,
     """Read grid cells of label points that may belong to many objects of many frames.
 
     Request k reads label point ``rows[k]`` of ``objects[owner[k]]``. Without ``views`` the
-    result has shape (K, V, A, D); with ``views`` (one object-frame view index per request),
-    (K, A, D). ``name`` is one of :data:`GRID_NAMES`. Under ``collision_mode='zero_scores'`` the
+    result has shape (K, V, A, D); with ``views`` of shape (K,) (one object-frame view per
+    request) it is (K, A, D) and only those cells are read; with ``views`` of shape (K, W)
+    it is (K, W, A, D), ``out[k, w] = grid[rows[k], views[k, w]]`` — how an assigner re-indexes
+    the object's views into camera-frame slots in the same pass that expands the rows. ``name`` is one of :data:`GRID_NAMES`. Under ``collision_mode='zero_scores'`` the
     scores (and tolerance) already read 0 where the grasp collides with the scene; ``'collision'``
     is None unless the labels carry the mask (``collision_mode='mask'``). Dense and deferred
     labels give identical values; a batch mixes only one kind.

@@ -9,7 +9,7 @@ from scipy.spatial import cKDTree
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
 from ..deferred_reader import StoreGrids, _maps
-from ..label_store import LabelStore, open_label_store, unpack_rows
+from ..label_store import LabelStore, open_label_store, unpack_rows, zero_where
 
 GRID_STORAGES = ('dense', 'deferred')
 _stores: Dict[Tuple[str, Optional[str], Optional[str]], LabelStore] = {}
@@ -121,9 +121,9 @@ class SampleGraspLabels(BaseTransform):
             if self.collision == 'mask':
                 grids['collision'] = collided
             else:
-                grids['scores'][collided] = 0
+                zero_where(grids['scores'], collided)
                 if self.tolerance:
-                    grids['tolerance'][collided] = 0
+                    zero_where(grids['tolerance'], collided)
         return {name: torch.from_numpy(np.ascontiguousarray(g)) for name, g in grids.items()}
 
     def transform(self, results: dict) -> dict:

@@ -117,10 +117,8 @@ class NearestLabelAssigner:
     def _reindexed(self, labels: GraspLabelBatch, name: str, owner: Tensor, rows: Tensor,
                    view_index: Tensor) -> Tensor:
         """(B, Ns, V, A, D) grid of the matched rows, slots in template (camera) order."""
-        grid = gather_grids(labels.objects, name, owner, rows)  # (K, V, A, D), object views
-        index = view_index.reshape(len(owner), -1)[..., None, None].expand(-1, -1,
-                                                                           *grid.shape[2:])
-        return torch.gather(grid, 1, index).reshape(*view_index.shape, *grid.shape[2:])
+        grid = gather_grids(labels.objects, name, owner, rows, view_index.reshape(len(owner), -1))
+        return grid.reshape(*view_index.shape, *grid.shape[2:])
 
     def _view_graspness(self, scores: Tensor) -> Tensor:
         graspable = (scores > 0) & (scores <= self.view_graspness_max_mu)

@@ -60,31 +60,35 @@ class Frame:
         owner = np.concatenate([owner, owner[:5]])  # repeated requests
         rows = np.concatenate([rows, rows[:5]])
         views = rng.integers(0, 5, len(owner))
-        return owner, rows, views
+        slots = rng.integers(0, 5, (len(owner), 7))  # several views per request, repeated
+        return owner, rows, views, slots
 
     def expect(self, name, owner, rows, views=None):
         if self.expected[0][name] is None:
             return None
         out = np.stack([self.expected[o][name][r] for o, r in zip(owner, rows)])
-        return out if views is None else out[np.arange(len(views)), views]
+        if views is None:
+            return out
+        if views.ndim == 1:
+            return out[np.arange(len(views)), views]
+        return out[np.arange(len(views))[:, None], views]
 
 
 def check_values(root, mode, tolerance):
     frame = Frame(root, mode, tolerance)
     names = ('scores', 'widths', 'collision') + (('tolerance',) if tolerance else ())
     for seed, count in ((0, 3), (1, 40), (2, 200)):  # reads of growing size reuse the buffer
-        owner, rows, views = frame.requests(seed, count)
+        owner, rows, views, slots = frame.requests(seed, count)
         for name in names:
-            for with_views in (False, True):
-                v = views if with_views else None
+            for v in (None, views, slots):
                 got = gather_grids(frame.objects, name, torch.from_numpy(owner),
                                    torch.from_numpy(rows), None if v is None else torch.from_numpy(v))
                 want = frame.expect(name, owner, rows, v)
                 if want is None:
                     assert got is None, name
                     continue
-                assert got.shape == want.shape, (name, with_views)
-                assert got.numpy().tobytes() == want.tobytes(), (name, mode, with_views)
+                assert got.shape == want.shape, (name, None if v is None else v.shape)
+                assert got.numpy().tobytes() == want.tobytes(), (name, mode, v is None)
 
 
 def check_empty_request(root, mode):
@@ -92,6 +96,8 @@ def check_empty_request(root, mode):
     empty = torch.zeros(0, dtype=torch.long)
     assert gather_grids(frame.objects, 'scores', empty, empty).shape == (0, 5, 3, 3)
     assert gather_grids(frame.objects, 'widths', empty, empty, empty).shape == (0, 3, 3)
+    slots = torch.zeros((0, 4), dtype=torch.long)
+    assert gather_grids(frame.objects, 'scores', empty, empty, slots).shape == (0, 4, 3, 3)
 
 
 def check_dense_equals_sources(root, mode):
@@ -158,6 +164,8 @@ MUTATIONS = {
         data if name == 'collision' else {k: v for k, v in data.items()
                                           if not k.startswith('collision')}, name, *a)),
     'views ignored': _wrap('_value_keys', lambda f, rows, views, v: f(rows, None, v) * v),
+    'several views per request ignored': _wrap('_expand', lambda f, rows, index, views: f(
+        rows, index, None if views is None else torch.zeros_like(views))),
     'widths at the wrong view': _wrap('_value_keys', lambda f, rows, views, v: f(
         rows, None if views is None else (views + 1) % v, v)),
     'rows not expanded in request order': _wrap(
@@ -182,3 +190,10 @@ def test_mutations_are_caught(synthetic_root, monkeypatch, mutation):
         monkeypatch.setattr(deferred_reader, target, value)
     with pytest.raises((AssertionError, ValueError, IndexError, RuntimeError)):
         run_all_checks(synthetic_root)
+
+
+def test_torch_unpacking_matches_numpy():
+    """The accelerator path of unpack_bits, run on the CPU against numpy's."""
+    packed = torch.randint(0, 256, (9, 6), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(deferred_reader.unpack_bits_torch(packed, 45),
+                       deferred_reader.unpack_bits(packed, 45))
