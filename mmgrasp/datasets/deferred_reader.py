@@ -15,8 +15,6 @@ whole batch of requests at once:
    the requests that share them, in request order.
 """
 import os
-import resource
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -24,45 +22,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .label_maps import open_maps
 from .label_store import COLLISION_BITORDER, zero_where
 
 _ALIGN = 8
-
-
-def open_map_limit() -> int:
-    """Memory maps kept open at once: half the soft ``ulimit -n``, at most 4096."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 4096
-    return max(1, min(4096, soft // 2))
-
-
-class MapCache:
-    """Open memory maps by path, least recently used closed first past :func:`open_map_limit`.
-
-    Each map holds one file descriptor. Maps open only when a grid is actually read.
-    """
-
-    def __init__(self, limit: Optional[int] = None):
-        self.limit = limit or open_map_limit()
-        self._maps: 'OrderedDict[str, np.ndarray]' = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._maps)
-
-    def get(self, path: str) -> np.ndarray:
-        array = self._maps.pop(path, None)
-        if array is None:
-            while len(self._maps) >= self.limit:
-                self._maps.popitem(last=False)
-            try:
-                array = np.load(path, mmap_mode='r', allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise OSError(f'label store file {path} cannot be mapped ({exc}); the store may '
-                              f'have been modified: rebuild it with '
-                              f'tools/data/build_label_store.py') from exc
-        self._maps[path] = array
-        return array
 
 
 class ReadBuffer:
@@ -95,17 +58,16 @@ class ReadBuffer:
         return out
 
 
-_maps = MapCache()
 _buffer = ReadBuffer()
 
 
-def _forget_parent_state() -> None:
-    """A forked worker starts without the parent's maps and buffer."""
-    global _maps, _buffer
-    _maps, _buffer = MapCache(), ReadBuffer()
+def _forget_parent_buffer() -> None:
+    """A forked worker starts without the parent's buffer (and, see label_maps, its maps)."""
+    global _buffer
+    _buffer = ReadBuffer()
 
 
-os.register_at_fork(after_in_child=_forget_parent_state)
+os.register_at_fork(after_in_child=_forget_parent_buffer)
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,7 +183,7 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
         if start == stop:
             continue
         path = paths[file_ids[start]]
-        array = _maps.get(path)
+        array = open_maps().get(path)
         table = array.reshape(-1, *row_shape)
         segment = keys[start:stop]
         if segment[-1] >= len(table):
@@ -311,7 +273,7 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
         transfer.add('collision', np.uint8, (len(c_key), nbytes))
         transfer.add('collision_index', np.int64, (K,))
     if name == 'tolerance':
-        radii = [_maps.get(r.object_file('tolerance_radii')) for r in readers]
+        radii = [open_maps().get(r.object_file('tolerance_radii')) for r in readers]
         radius_start = np.concatenate([[0], np.cumsum([len(t) for t in radii])[:-1]])
         transfer.add('radii', np.float32, (sum(len(t) for t in radii),))
         transfer.add('radius_start', np.int64, (K,))

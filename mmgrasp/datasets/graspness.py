@@ -15,7 +15,7 @@ import numpy as np
 from mmengine.logging import print_log
 from scipy.spatial import cKDTree
 
-from .deferred_reader import MapCache
+from .label_maps import MapCache
 from .graspnet_reader import GraspNetReader
 from .label_store import LabelStore, open_label_store, unpack_rows
 from .transforms.loading import depth_to_cloud, workspace_mask
@@ -69,7 +69,7 @@ def generate_graspness(root: str, camera: str = 'realsense', scenes: Optional[It
     many were written. Each file is written under a temporary name and renamed."""
     reader = GraspNetReader(root, camera)
     store = open_label_store(root, cache_dir)
-    maps = MapCache()
+    maps = MapCache(read_ahead=False)
     scenes = list(scenes) if scenes is not None else reader.scene_ids('train')
     written, t0 = 0, time.time()
     for scene in scenes:

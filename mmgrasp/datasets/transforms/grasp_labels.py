@@ -8,7 +8,8 @@ from scipy.spatial import cKDTree
 
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
-from ..deferred_reader import StoreGrids, _maps
+from ..deferred_reader import StoreGrids
+from ..label_maps import open_maps
 from ..label_store import LabelStore, open_label_store, unpack_rows, zero_where
 
 GRID_STORAGES = ('dense', 'deferred')
@@ -107,15 +108,14 @@ class SampleGraspLabels(BaseTransform):
         return np.sort(rng.choice(candidates, keep, replace=False))
 
     def _dense(self, store: LabelStore, record: StoreGrids) -> dict:
-        rows = record.rows
-        grids = {name: np.take(_maps.get(record.object_file(name)), rows, axis=0)
+        rows, maps = record.rows, open_maps()
+        grids = {name: np.take(maps.get(record.object_file(name)), rows, axis=0)
                  for name in ('scores', 'widths')}
         if self.tolerance:
-            radii = store.tolerance_radii(record.object_id)
-            grids['tolerance'] = radii[np.take(_maps.get(record.object_file('tolerance')), rows,
-                                               axis=0)]
+            levels = np.take(maps.get(record.object_file('tolerance')), rows, axis=0)
+            grids['tolerance'] = store.tolerance_radii(record.object_id)[levels]
         if self.collision != 'none':
-            packed = np.take(_maps.get(record.collision_file()), rows + record.collision_offset,
+            packed = np.take(maps.get(record.collision_file()), rows + record.collision_offset,
                              axis=0)
             collided = unpack_rows(packed, store.grid)
             if self.collision == 'mask':
