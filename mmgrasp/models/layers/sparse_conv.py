@@ -6,20 +6,20 @@ units that are multiples of the stride; the two differ only by that factor. Rows
 sorted by a 64-bit hash key, so a neighbour lookup is one ``torch.searchsorted``.
 
 Kernel maps. A convolution pairs input row ``p`` with output row ``q`` through kernel offset ``o``
-when ``p = stride * q + dilation * o``. A transposed convolution uses ``q = stride * p + dilation * o``.
-Offsets run over ``range(-((k - 1) // 2), k - (k - 1) // 2)`` on each axis. For odd k that is
-centred. For even k it is ``0..k-1``, MinkowskiEngine's region for kernel 2 / stride 2, so each
-input cell feeds the one coarser cell that contains it. These are the index conventions of
-``F.conv3d(padding=(k - 1) // 2)`` and ``F.conv_transpose3d(padding=(k - 1) // 2)``. The maps are
-cached in ``SparseTensor.cache``, a dict shared by every tensor derived from one :func:`voxelize`
-call, so a U-Net builds each map once per forward.
+when ``p = stride * q + dilation * o``; a transposed convolution when
+``q = stride * p + dilation * o``. Offsets run over ``-((k - 1) // 2) .. k - 1 - (k - 1) // 2`` on
+each axis: centred for odd k (``F.conv3d`` with ``padding=(k - 1) // 2``), ``{0, 1}`` for k = 2.
+With kernel 2 and stride 2 every input cell therefore feeds exactly the coarser cell containing
+it, as in MinkowskiEngine's downsampling. Maps are cached in ``SparseTensor.cache``, a dict shared
+by every tensor derived from one :func:`voxelize` call, so a U-Net builds each map once per
+forward.
 
 Determinism. Each offset is accumulated by one ``index_add_``. Within one offset, every output
-row and every input row occurs at most once, so no address receives two additions. The offsets
-run in a fixed order. Results are therefore bit-reproducible on the CPU and also on CUDA, where
-``index_add_`` uses atomics but here never has colliding atomics. The one exception is
-``voxelize(reduce='mean')`` on CUDA, where many points fall in one voxel. It is deterministic
-there only under ``torch.use_deterministic_algorithms(True)``.
+row and every input row occurs at most once, so no address receives two additions, and the
+offsets run in a fixed order. Results are bit-reproducible on the CPU (tested). On CUDA,
+``index_add_`` uses atomics, but here they never collide, so the same holds by construction (not
+verified on a GPU). The exception is ``voxelize(reduce='mean')`` on CUDA, where many points share
+a voxel: it is deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 """
 import math
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 _BITS = 18  # per spatial axis; the batch index takes the top 9 bits of the int64 key
 _FIELD_OFFSET = 1 << (_BITS - 1)
@@ -38,7 +39,7 @@ MAX_BATCH = 1 << (63 - 3 * _BITS)
 
 
 def hash_coords(coords: Tensor) -> Tensor:
-    """(…, 4) int64 (batch, x, y, z) -> (…,) int64 keys, ordered like the rows lexicographically."""
+    """(…, 4) int64 (batch, x, y, z) -> (…,) int64 keys; key order is row lexicographic order."""
     key = coords[..., 0] << (3 * _BITS)
     for axis in range(1, 4):
         key = key | ((coords[..., axis] + _FIELD_OFFSET) << (_BITS * (3 - axis)))
@@ -86,14 +87,14 @@ def sparse_cat(*tensors: SparseTensor) -> SparseTensor:
     return first.replace(torch.cat([t.feats for t in tensors], dim=1))
 
 
-def voxelize(points: Union[Tensor, Sequence[Tensor]], feats: Union[Tensor, Sequence[Tensor]],
-             voxel_size: float, reduce: str = 'mean') -> tuple:
+def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
+             feats: Union[Tensor, Sequence[Tensor], None] = None, reduce: str = 'mean') -> tuple:
     """Quantise point clouds into a stride-1 :class:`SparseTensor`.
 
     Args:
         points: (B, N, 3) tensor or a list of (N_i, 3) tensors, in metres.
-        feats: matching (B, N, C) tensor or list of (N_i, C).
         voxel_size: cell edge in metres.
+        feats: matching (B, N, C) tensor or list of (N_i, C); None gives one channel of ones.
         reduce: 'mean' averages the features of the points in a voxel; 'first' takes the
             lowest-index point's (deterministic on CUDA too, see the module docstring).
 
@@ -107,7 +108,7 @@ def voxelize(points: Union[Tensor, Sequence[Tensor]], feats: Union[Tensor, Seque
     on either side of 0 into one double-width cell. Floor keeps the grid uniform.
     """
     points = list(points)
-    feats = list(feats)
+    feats = [p.new_ones(len(p), 1) for p in points] if feats is None else list(feats)
     if len(points) > MAX_BATCH:
         raise ValueError(f'at most {MAX_BATCH} samples per batch')
     xyz = torch.cat(points, dim=0)
@@ -149,10 +150,14 @@ def _kernel_map(in_keys: Tensor, out_coords: Tensor, offsets: Tensor, stride: in
         diff = cell[None] - offsets[:, None]
         valid = (diff.remainder(stride) == 0).all(-1)
         source = diff.div(stride, rounding_mode='floor')
+        query = hash_coords(torch.cat([batch[None].expand(len(offsets), -1, -1), source], -1))
     else:
+        # Fields never carry (MAX_ABS_COORD leaves room for any offset), so the key of
+        # (b, p + o) is key(b, p) plus the offset's own key: no (K, N, 4) temporaries.
         valid = None
-        source = cell[None] * stride + offsets[:, None]
-    query = hash_coords(torch.cat([batch[None].expand(len(offsets), -1, -1), source], dim=-1))
+        base = hash_coords(torch.cat([batch, cell * stride], dim=1))
+        delta = (offsets[:, 0] << (2 * _BITS)) + (offsets[:, 1] << _BITS) + offsets[:, 2]
+        query = base[None] + delta[:, None]
     pos = torch.searchsorted(in_keys, query).clamp_(max=len(in_keys) - 1)
     hit = in_keys[pos] == query
     if valid is not None:
@@ -162,20 +167,6 @@ def _kernel_map(in_keys: Tensor, out_coords: Tensor, offsets: Tensor, stride: in
     counts = torch.bincount(k_idx, minlength=len(offsets)).tolist()
     pairs = zip(torch.split(in_idx, counts), torch.split(out_idx, counts))
     return [(k, i, o) for k, (i, o) in enumerate(pairs) if counts[k]]
-
-
-def _cached_map(x: SparseTensor, out: SparseTensor, kernel_size: int, stride: int,
-                dilation: int, transposed: bool, skip_centre: bool) -> list:
-    key = ('map', id(x.coords), id(out.coords), kernel_size, stride, dilation, transposed)
-    if key not in x.cache:
-        offsets = kernel_offsets(kernel_size, dilation, x.coords.device)
-        maps = _kernel_map(x.keys, out.coords, offsets, stride, transposed)
-        if skip_centre:  # stride-1 centre offset: identity, done as one matmul
-            centre = int((offsets == 0).all(1).nonzero())
-            maps = [m for m in maps if m[0] != centre]
-        # The coordinate tensors ride along so their ids stay unique while the cache lives.
-        x.cache[key] = (x.coords, out.coords, maps)
-    return x.cache[key][2]
 
 
 def _downsampled(x: SparseTensor, stride: int) -> tuple:
@@ -189,6 +180,7 @@ def _downsampled(x: SparseTensor, stride: int) -> tuple:
 
 
 class _SparseConvBase(nn.Module):
+    transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
                  dilation: int, bias: bool) -> None:
@@ -202,19 +194,75 @@ class _SparseConvBase(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         # MinkowskiEngine's kaiming_normal_(mode='fan_out', relu): fan_out = volume * C_out.
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (volume * out_channels)))
+        # A stride-1 convolution's zero offset pairs every row with itself: one plain matmul.
+        self._centre = int((kernel_offsets(kernel_size) == 0).all(1).nonzero()) \
+            if stride == 1 and not self.transposed else None
 
     def extra_repr(self) -> str:
         return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, '
                 f'stride={self.stride}, dilation={self.dilation}, bias={self.bias is not None}')
 
-    def _convolve(self, feats: Tensor, maps: list, n_out: int, centre: Optional[int]) -> Tensor:
-        if centre is None:
-            out = feats.new_zeros(n_out, self.out_channels)
-        else:
-            out = feats @ self.weight[centre]
-        for k, in_idx, out_idx in maps:
-            out.index_add_(0, out_idx, feats.index_select(0, in_idx) @ self.weight[k])
-        return out if self.bias is None else out + self.bias
+    def _maps(self, x: SparseTensor, out: SparseTensor) -> list:
+        key = ('map', id(x.coords), id(out.coords), self.kernel_size, self.stride,
+               self.dilation, self.transposed)
+        if key not in x.cache:
+            offsets = kernel_offsets(self.kernel_size, self.dilation, x.coords.device)
+            maps = _kernel_map(x.keys, out.coords, offsets, self.stride, self.transposed)
+            maps = [m for m in maps if m[0] != self._centre]
+            # The coordinate tensors ride along so their ids stay unique while the cache lives.
+            x.cache[key] = (x.coords, out.coords, maps)
+        return x.cache[key][2]
+
+    def _convolve(self, x: SparseTensor, out: SparseTensor) -> Tensor:
+        result = _SparseConvFunction.apply(x.feats, self.weight, self._maps(x, out),
+                                           len(out.coords), self._centre)
+        return result if self.bias is None else result + self.bias
+
+
+class _SparseConvFunction(torch.autograd.Function):
+    """Gather, matmul, and ``index_add_`` per offset, with a hand-written backward.
+
+    The backward re-gathers from the saved input features, so autograd keeps no per-offset
+    gathered copies. It also accumulates into one gradient buffer, not one zero-filled buffer
+    per offset. Autocast is switched off inside and the maths runs in the features' dtype, like
+    MinkowskiEngine, which has no half-precision path. Under AMP the U-Net therefore stays
+    float32 (its BatchNorms emit float32), and every ``index_add_`` sees one dtype.
+    """
+
+    @staticmethod
+    def forward(ctx, feats: Tensor, weight: Tensor, maps: list, n_out: int,
+                centre: Optional[int]) -> Tensor:
+        ctx.save_for_backward(feats, weight)
+        ctx.maps, ctx.centre = maps, centre
+        with torch.autocast(feats.device.type, enabled=False):
+            weight = weight.to(feats.dtype)
+            out = feats @ weight[centre] if centre is not None else \
+                feats.new_zeros(n_out, weight.shape[2])
+            for k, in_idx, out_idx in maps:
+                out.index_add_(0, out_idx, feats.index_select(0, in_idx) @ weight[k])
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple:
+        feats, weight = ctx.saved_tensors
+        centre, grad_feats, grad_weight = ctx.centre, None, None
+        grad_out = grad_out.to(feats.dtype)
+        cast = weight.to(feats.dtype)
+        if ctx.needs_input_grad[0]:
+            grad_feats = grad_out @ cast[centre].T if centre is not None else \
+                torch.zeros_like(feats)
+            for k, in_idx, out_idx in ctx.maps:
+                grad_feats.index_add_(0, in_idx, grad_out.index_select(0, out_idx) @ cast[k].T)
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.zeros_like(cast)
+            if centre is not None:
+                torch.mm(feats.T, grad_out, out=grad_weight[centre])
+            for k, in_idx, out_idx in ctx.maps:
+                torch.mm(feats.index_select(0, in_idx).T, grad_out.index_select(0, out_idx),
+                         out=grad_weight[k])
+            grad_weight = grad_weight.to(weight.dtype)
+        return grad_feats, grad_weight, None, None, None
 
 
 class SparseConv3d(_SparseConvBase):
@@ -229,17 +277,11 @@ class SparseConv3d(_SparseConvBase):
         super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias)
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        if self.stride == 1:
-            out = x
-            centre = (self.kernel_size ** 3) // 2 if self.kernel_size % 2 else \
-                int((kernel_offsets(self.kernel_size) == 0).all(1).nonzero())
-        else:
+        out = x
+        if self.stride != 1:
             coords, keys = _downsampled(x, self.stride)
             out = SparseTensor(coords, x.feats, x.stride * self.stride, keys, x.cache)
-            centre = None
-        maps = _cached_map(x, out, self.kernel_size, self.stride, self.dilation, False,
-                           skip_centre=centre is not None)
-        return out.replace(self._convolve(x.feats, maps, len(out.coords), centre))
+        return out.replace(self._convolve(x, out))
 
 
 class SparseConvTranspose3d(_SparseConvBase):
@@ -251,6 +293,8 @@ class SparseConvTranspose3d(_SparseConvBase):
     its octant.
     """
 
+    transposed = True
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 2,
                  stride: int = 2, dilation: int = 1, bias: bool = False) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias)
@@ -258,10 +302,8 @@ class SparseConvTranspose3d(_SparseConvBase):
     def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
         if target.stride * self.stride != x.stride:
             raise ValueError(f'target stride {target.stride} * {self.stride} != {x.stride}')
-        maps = _cached_map(x, target, self.kernel_size, self.stride, self.dilation, True,
-                           skip_centre=False)
-        feats = self._convolve(x.feats, maps, len(target.coords), None)
-        return SparseTensor(target.coords, feats, target.stride, target.keys, x.cache)
+        out = SparseTensor(target.coords, x.feats, target.stride, target.keys, x.cache)
+        return out.replace(self._convolve(x, out))
 
 
 class SparseBatchNorm(nn.BatchNorm1d):
