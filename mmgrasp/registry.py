@@ -57,3 +57,12 @@ METRICS = Registry('metric', parent=MMENGINE_METRICS)
 EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
 VISUALIZERS = Registry('visualizer', parent=MMENGINE_VISUALIZERS)
 VISBACKENDS = Registry('vis_backend', parent=MMENGINE_VISBACKENDS)
+
+
+def build_in_scope(registry: Registry, cfg, **default_args):
+    """Build ``cfg`` in mmgrasp's scope whatever the current default scope is (a Runner or test
+    of another scope): bare type names resolve to mmgrasp's registries, then mmengine's.
+    A module instance is returned as it is."""
+    if not isinstance(cfg, dict):
+        return cfg
+    return registry.build({'_scope_': 'mmgrasp', **cfg}, default_args=default_args or None)

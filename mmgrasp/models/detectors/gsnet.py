@@ -7,8 +7,9 @@ import torch
 from mmengine.model import BaseModel
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS
+from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
+from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from ..layers.point_ops import furthest_point_sample, gather_points
 from ..utils.grasp_geometry import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix
 from ..utils.part_timer import PartTimer
@@ -47,19 +48,17 @@ class GSNet(BaseModel):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor=data_preprocessor or dict(type='GraspDataPreprocessor'),
-                         init_cfg=init_cfg)
-        self.backbone = MODELS.build(backbone)
+        super().__init__(data_preprocessor=build_in_scope(
+            MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
+        self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
-        self.graspable_head = MODELS.build(dict(type='GraspableHead', in_channels=channels))
-        self.approach_head = MODELS.build(dict(type='ApproachHead', in_channels=channels,
-                                               num_views=num_views))
-        self.crop = MODELS.build(dict(dict(type='CloudCrop', in_channels=channels), **(crop or {})))
-        self.swad_head = MODELS.build(dict(type='SWADHead', in_channels=self.crop.out_channels,
-                                           num_angles=num_angles, num_depths=num_depths))
-        self.assigner = TASK_UTILS.build(assigner or dict(
+        self.graspable_head = GraspableHead(channels)
+        self.approach_head = ApproachHead(channels, num_views)
+        self.crop = CloudCrop(channels, **(crop or {}))
+        self.swad_head = SWADHead(self.crop.out_channels, num_angles, num_depths)
+        self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
             type='NearestLabelAssigner', num_views=num_views))
-        self.loss_fn = MODELS.build(loss or dict(type='GSNetLoss'))
+        self.loss_fn = build_in_scope(MODELS, loss or dict(type='GSNetLoss'))
         self.num_seeds = num_seeds
         self.graspness_threshold = graspness_threshold
         self.seed = seed
