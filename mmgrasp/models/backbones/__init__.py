@@ -1,3 +1,4 @@
 from .sparse_unet import SparseUNet14
+from .pointnet2 import PointNet2Backbone, PointTransformerLightBackbone
 
-__all__ = ['SparseUNet14']
+__all__ = ['PointNet2Backbone', 'PointTransformerLightBackbone', 'SparseUNet14']

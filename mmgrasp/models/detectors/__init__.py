@@ -1,3 +1,4 @@
 from .gsnet import GSNet
+from .graspnet_baseline import GraspNetBaseline, ScaleBalancedGrasp
 
-__all__ = ['GSNet']
+__all__ = ['GSNet', 'GraspNetBaseline', 'ScaleBalancedGrasp']

@@ -1,0 +1,24 @@
+# GraspNet-1Billion, RealSense, GraspNet-baseline's training recipe (also Scale-Balanced-Grasp's):
+# 20 000 points, visible label points only (within 1 cm of the object's sampled points), a
+# quarter (at least 300) of them per object, object 18 never labelled, scene collisions written
+# into mu and tolerance, flip + rotation augmentation. `grids` selects how label grids travel:
+# 'deferred' (read in the model after seed selection) or 'dense' (the reference path); both give
+# identical training.
+dataset_type = 'GraspNetDataset'
+data_root = 'data/graspnet'
+train_pipeline = [
+    dict(type='LoadGraspScene', num_points=20000),
+    dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
+         visible_only=True, visible_distance=0.01, collision='zero_scores', tolerance=True,
+         skip_objects=(18, ), grids='deferred'),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='PackGraspInputs', keys=('points', 'objectness')),
+]
+train_dataloader = dict(
+    batch_size=2,
+    num_workers=4,
+    persistent_workers=True,
+    sampler=dict(type='EpochAwareSampler', shuffle=True),
+    collate_fn=dict(type='pseudo_collate'),
+    dataset=dict(type=dataset_type, data_root=data_root, split='train', camera='realsense',
+                 seed=0, pipeline=train_pipeline))
