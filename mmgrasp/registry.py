@@ -53,8 +53,9 @@ OPTIM_WRAPPER_CONSTRUCTORS = Registry('optimizer wrapper constructor',
 PARAM_SCHEDULERS = Registry('parameter scheduler', parent=MMENGINE_PARAM_SCHEDULERS,
                             locations=['mmgrasp.engine'])
 
-METRICS = Registry('metric', parent=MMENGINE_METRICS)
-EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR)
+METRICS = Registry('metric', parent=MMENGINE_METRICS, locations=['mmgrasp.evaluation'])
+EVALUATOR = Registry('evaluator', parent=MMENGINE_EVALUATOR,
+                     locations=['mmgrasp.evaluation'])
 VISUALIZERS = Registry('visualizer', parent=MMENGINE_VISUALIZERS)
 VISBACKENDS = Registry('vis_backend', parent=MMENGINE_VISBACKENDS)
 

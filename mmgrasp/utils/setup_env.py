@@ -8,6 +8,7 @@ def register_all_modules(init_default_scope_: bool = True) -> None:
     import mmgrasp.datasets  # noqa: F401
     import mmgrasp.datasets.transforms  # noqa: F401
     import mmgrasp.engine  # noqa: F401
+    import mmgrasp.evaluation  # noqa: F401
     import mmgrasp.models  # noqa: F401
     import mmgrasp.structures  # noqa: F401
     if init_default_scope_:

@@ -22,3 +22,17 @@ train_dataloader = dict(
     collate_fn=dict(type='pseudo_collate'),
     dataset=dict(type=dataset_type, data_root=data_root, split='train', camera='realsense',
                  seed=0, pipeline=train_pipeline))
+# Inference on the test scenes; tools/test.py dumps the grasps in GraspNet's layout.
+test_pipeline = [
+    dict(type='LoadGraspScene', num_points=20000),
+    dict(type='PackGraspInputs', keys=('points', )),
+]
+test_dataloader = dict(
+    batch_size=1,
+    num_workers=2,
+    sampler=dict(type='EpochAwareSampler', shuffle=False),
+    collate_fn=dict(type='pseudo_collate'),
+    dataset=dict(type=dataset_type, data_root=data_root, split='test', camera='realsense',
+                 seed=0, pipeline=test_pipeline))
+test_cfg = dict(type='TestLoop')
+test_evaluator = dict(type='GraspDumpMetric', dump_dir='work_dirs/dump')

@@ -1,0 +1,35 @@
+# GraspNet-1Billion, RealSense, GSNet's training recipe (graspness_implementation): 15 000 points,
+# a quarter (at least 300) of each object's label points, scene collisions written into μ,
+# flip + rotation augmentation. `grids` selects how label grids travel: 'deferred' (read in the
+# model after seed selection) or 'dense' (the reference path); both give identical training.
+dataset_type = 'GraspNetDataset'
+data_root = 'data/graspnet'
+train_pipeline = [
+    dict(type='LoadGraspScene', num_points=15000, with_graspness=True),
+    dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
+         collision='zero_scores', grids='deferred'),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
+]
+train_dataloader = dict(
+    batch_size=4,
+    num_workers=2,
+    persistent_workers=True,
+    sampler=dict(type='EpochAwareSampler', shuffle=True),
+    collate_fn=dict(type='pseudo_collate'),
+    dataset=dict(type=dataset_type, data_root=data_root, split='train', camera='realsense',
+                 seed=0, pipeline=train_pipeline))
+# Inference on the test scenes; tools/test.py dumps the grasps in GraspNet's layout.
+test_pipeline = [
+    dict(type='LoadGraspScene', num_points=15000),
+    dict(type='PackGraspInputs', keys=('points', )),
+]
+test_dataloader = dict(
+    batch_size=1,
+    num_workers=2,
+    sampler=dict(type='EpochAwareSampler', shuffle=False),
+    collate_fn=dict(type='pseudo_collate'),
+    dataset=dict(type=dataset_type, data_root=data_root, split='test', camera='realsense',
+                 seed=0, pipeline=test_pipeline))
+test_cfg = dict(type='TestLoop')
+test_evaluator = dict(type='GraspDumpMetric', dump_dir='work_dirs/dump')

@@ -1,0 +1,33 @@
+# Runtime shared by every mmgrasp config. Import-free on purpose: a text config that imports
+# anything is parsed as a pure-python config (docs: shared/reference/mmengine.md §1).
+default_scope = 'mmgrasp'
+
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=10),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=3),
+    sampler_seed=dict(type='DistSamplerSeedHook'))
+
+# ConfigHashHook writes the config hash into every checkpoint and refuses to resume under a
+# different config. A config that sets its own custom_hooks replaces this list: keep the hook.
+custom_hooks = [dict(type='ConfigHashHook')]
+# True: resume across a config mismatch with a warning listing the differences
+# (--cfg-options allow_config_mismatch=True). Not part of the config hash.
+allow_config_mismatch = False
+
+env_cfg = dict(
+    cudnn_benchmark=False,
+    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+    dist_cfg=dict(backend='nccl'))  # tools/train.py switches to gloo on a CPU-only machine
+
+log_processor = dict(type='LogProcessor', window_size=50, by_epoch=True)
+log_level = 'INFO'
+load_from = None
+resume = False
+
+# A fixed seed, never None: the train sampler shuffles with seed + epoch, and with seed=None a
+# resumed run would draw a new one (mmengine builds the sampler before it reads the
+# checkpoint's seed). GraspNetDataset(seed=...) seeds the per-sample streams separately;
+# configs may set both from one variable.
+randomness = dict(seed=0, deterministic=False)

@@ -1,0 +1,5 @@
+# GraspNet-baseline's schedule: Adam, lr 1e-3, x0.1 at epochs 8, 12 and 16, 18 epochs.
+# (Its BN momentum decay is not reproduced: mmengine has no stock hook for it.)
+optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='Adam', lr=1e-3))
+param_scheduler = [dict(type='MultiStepLR', milestones=[8, 12, 16], gamma=0.1, by_epoch=True)]
+train_cfg = dict(type='GraspEpochBasedTrainLoop', max_epochs=18)

@@ -1,0 +1,16 @@
+# GraspNet-baseline demo for a 2-core CPU on the synthetic dataset: the paper's data recipe
+# (20 000 points, real 300x12x4 grid, visible label points, tolerance) and a smaller network.
+#   bash tools/run_demo.sh   (writes data/synthetic once), then
+#   python tools/train.py configs/graspnet_baseline_demo.py
+_base_ = ['./graspnet_baseline_deferred.py']
+
+data_root = 'data/synthetic'
+train_dataloader = dict(num_workers=2, dataset=dict(data_root=data_root))
+test_dataloader = dict(dataset=dict(data_root=data_root, split='train'))
+model = dict(
+    backbone=dict(npoints=(512, 256, 128, 64), nsamples=(32, 16, 16, 16), scale=0.25),
+    crop=dict(nsample=32, channels=(16, 32, 64)),
+    operation=dict(hidden=32),
+    tolerance=dict(hidden=32))
+train_cfg = dict(max_epochs=4)
+default_hooks = dict(logger=dict(interval=4))

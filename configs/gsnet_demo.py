@@ -1,0 +1,28 @@
+# GSNet demo for a 2-core CPU on the synthetic dataset (README quick start): the real label
+# grid and data recipe, a smaller cloud and network. A few minutes; checkpoints every epoch.
+#   python tools/data/make_synthetic.py data/synthetic --scenes 4 --frames 4 --objects 10 \
+#       --points-per-object 300 --cameras realsense
+#   python tools/data/generate_graspness.py data/synthetic
+#   python tools/train.py configs/gsnet_demo.py
+_base_ = ['./gsnet_deferred.py']
+
+data_root = 'data/synthetic'
+train_pipeline = [
+    dict(type='LoadGraspScene', num_points=4000, with_graspness=True),
+    dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
+         collision='zero_scores', grids='deferred'),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
+]
+train_dataloader = dict(
+    batch_size=2, num_workers=2,
+    dataset=dict(data_root=data_root, pipeline=train_pipeline))
+model = dict(
+    num_seeds=256,
+    backbone=dict(channels=(16, 16, 32, 32, 32, 32, 16, 16), out_channels=64),
+    crop=dict(channels=(64, 64)))
+train_cfg = dict(max_epochs=6)
+default_hooks = dict(logger=dict(interval=4))
+test_dataloader = dict(dataset=dict(data_root=data_root, split='train',
+                                    pipeline=[dict(type='LoadGraspScene', num_points=4000),
+                                              dict(type='PackGraspInputs', keys=('points', ))]))

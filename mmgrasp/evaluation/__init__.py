@@ -1,0 +1,1 @@
+from .metrics import *  # noqa: F401,F403

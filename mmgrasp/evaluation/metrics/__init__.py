@@ -1,0 +1,3 @@
+from .grasp_dump import GraspDumpMetric
+
+__all__ = ['GraspDumpMetric']

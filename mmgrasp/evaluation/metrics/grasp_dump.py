@@ -1,0 +1,44 @@
+"""GraspDumpMetric: write predicted grasps in GraspNet's dump layout for the usual evaluators."""
+import os
+from typing import List, Sequence
+
+import numpy as np
+from mmengine.evaluator import BaseMetric
+
+from mmgrasp.registry import METRICS
+
+
+@METRICS.register_module()
+class GraspDumpMetric(BaseMetric):
+    """Write ``<dump_dir>/scene_%04d/<camera>/%04d.npy`` per frame: (M, 17) float32 rows of
+    score, width, height, depth, rotation (3×3 row-major), translation, object id — the format
+    graspnetAPI's GraspGroup and its evaluation read. Each file is written under a temporary
+    name and renamed; the metric reports how many frames were written.
+
+    Args:
+        dump_dir: output root.
+    """
+
+    default_prefix = 'dump'
+
+    def __init__(self, dump_dir: str, collect_device: str = 'cpu', prefix=None):
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        self.dump_dir = dump_dir
+
+    def process(self, data_batch, data_samples: Sequence[dict]) -> None:
+        for sample in data_samples:
+            grasps = np.ascontiguousarray(sample['pred_grasps'].cpu().numpy(), dtype=np.float32)
+            if grasps.ndim != 2 or grasps.shape[1] != 17:
+                raise ValueError(f'pred_grasps of scene {sample["scene"]} frame {sample["frame"]} '
+                                 f'has shape {grasps.shape}, expected (M, 17)')
+            folder = os.path.join(self.dump_dir, f'scene_{int(sample["scene"]):04d}',
+                                  sample['camera'])
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f'{int(sample["frame"]):04d}.npy')
+            with open(path + '.tmp', 'wb') as f:
+                np.save(f, grasps)
+            os.replace(path + '.tmp', path)
+            self.results.append(len(grasps))
+
+    def compute_metrics(self, results: List[int]) -> dict:
+        return dict(frames=len(results), grasps=int(sum(results)))
