@@ -1,0 +1,4 @@
+from .hooks import ConfigHashHook
+from .loops import GraspEpochBasedTrainLoop
+
+__all__ = ['ConfigHashHook', 'GraspEpochBasedTrainLoop']
