@@ -285,6 +285,7 @@ def build_label_store(root: str, cache_dir: Optional[str] = None,
     Holds ``<store>.lock`` while building, so concurrent builders wait and then reuse the
     result; a build that dies leaves only a ``<store>.tmp-*`` folder, removed by the next build.
     """
+    reader = GraspNetReader(root, tolerance_dir=tolerance_dir)  # a bad root fails before any write
     store = store_path_for(root, cache_dir)
     parent = os.path.dirname(store)
     try:
@@ -301,7 +302,6 @@ def build_label_store(root: str, cache_dir: Optional[str] = None,
             return LabelStore(store, manifest)  # another builder finished while we waited
         for leftover in glob.glob(store + '.tmp-*') + glob.glob(store + '.old-*'):
             shutil.rmtree(leftover, ignore_errors=True)
-        reader = GraspNetReader(root, tolerance_dir=tolerance_dir)
         scenes = _scenes_with_collision(reader.root)
         if not scenes:
             raise DatasetFileError(os.path.join(reader.root, 'collision_label'),

@@ -5,8 +5,10 @@ frame, and its grids either densely (tensors, the reference path) or as a deferr
 knows where the rows live (``grids='deferred'``). Model code never looks at which: it asks
 ``gather_grids`` for the cells it matched, after the network has chosen its seeds.
 """
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import (ClassVar, Iterator, Optional, Protocol, Sequence, Tuple,
+                    runtime_checkable)
 
 import torch
 from torch import Tensor
@@ -184,3 +186,19 @@ def gather_grids(objects: Sequence[ObjectGraspLabels], name: str, owner: Tensor,
         raise TypeError(f'gather_grids: objects mix storages {sorted(k.__name__ for k in kinds)}; '
                         f'a batch must be all dense or all deferred by one source')
     return kinds.pop().gather(deferred, name, owner, rows, views)
+
+
+@contextmanager
+def explain_deferred_grid_access(who: str) -> Iterator[None]:
+    """Turn the TypeError of code that indexes ``labels.scores`` (or another grid) directly on
+    deferred labels, where it is None, into an error that says what to do instead."""
+    try:
+        yield
+    except TypeError as exc:
+        if "'NoneType' object is not subscriptable" not in str(exc):
+            raise
+        raise TypeError(
+            f'{who} indexed a grid of ObjectGraspLabels (scores, widths, collision or '
+            f"tolerance) directly; under SampleGraspLabels(grids='deferred') those are None. "
+            f'Read grids with gather_grids(labels.objects, name, owner, rows[, views]), or '
+            f"train with grids='dense'") from exc

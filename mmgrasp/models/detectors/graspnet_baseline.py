@@ -10,6 +10,7 @@ from mmengine.model import BaseModel
 from torch import Tensor
 
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..backbones import pointnet2  # noqa: F401  (registers the backbones)
 from ..heads import graspnet_heads  # noqa: F401  (registers the heads)
@@ -153,7 +154,7 @@ class GraspNetBaseline(BaseModel):
                                f"SampleGraspLabels and PackGraspInputs(keys=('points', "
                                f"'objectness')) to the training pipeline")
         stage = self._seed_stage(inputs)
-        with self.timer('assigner'):
+        with self.timer('assigner'), explain_deferred_grid_access(type(self.assigner).__name__):
             labels = inputs['grasp_labels']
             matched = self.assigner.assign(stage['seeds'], labels)
             matched = self.assigner.match_view(matched, stage['top_view'], labels)

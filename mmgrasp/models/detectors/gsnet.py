@@ -9,6 +9,7 @@ from torch import Tensor
 
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
+from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from ..layers.point_ops import furthest_point_sample, gather_points
 from ..utils.grasp_geometry import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix
@@ -101,7 +102,7 @@ class GSNet(BaseModel):
             generator = batch_generator(data_samples, self.seed, seeds.device)
             top_view = self.approach_head.choose_views(view_scores, generator)
             seed_features = out['seed_features'] + residual
-        with self.timer('assigner'):
+        with self.timer('assigner'), explain_deferred_grid_access(type(self.assigner).__name__):
             labels = inputs['grasp_labels']
             matched = self.assigner.assign(seeds, labels)
             matched = self.assigner.match_view(matched, top_view, labels)

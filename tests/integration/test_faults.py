@@ -1,0 +1,112 @@
+"""Faults and bad input at run time: each gets a clear error naming the file or key, or a
+documented recovery — never a wrong value used silently, never a hidden worker crash.
+
+Elsewhere: label files deleted/truncated/replaced under a run (tests/unit/datasets/
+test_label_maps.py), a store whose manifest no longer matches its sources (test_label_store.py),
+a checkpoint of another config hash (tests/unit/engine/test_config_hash.py and the resume tests).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from mmengine.dataset import pseudo_collate
+from torch.utils.data import DataLoader
+
+from mmgrasp.datasets import GraspNetDataset
+from mmgrasp.datasets.label_store import build_label_store
+from mmgrasp.registry import MODELS, TASK_UTILS
+
+
+def test_unknown_grids_value_names_the_key(synthetic_root):
+    with pytest.raises(ValueError, match="SampleGraspLabels: grids='lazy' is not a storage"):
+        GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadGraspScene'),
+                                                  dict(type='SampleGraspLabels', grids='lazy')])
+
+
+@TASK_UTILS.register_module(force=True)
+class IndexesScoresAssigner:
+    """A user's assigner that reads labels.scores directly (works only with dense grids)."""
+
+    def assign(self, seeds, labels):
+        return labels.objects[0].scores[0]
+
+    def match_view(self, matched, top_view, labels):
+        return matched
+
+
+def test_assigner_indexing_scores_under_deferred_is_explained(make_dataset):
+    torch.manual_seed(0)
+    model = MODELS.build(dict(
+        type='GSNet', num_seeds=16, num_views=5, num_angles=3, num_depths=3,
+        backbone=dict(type='SparseUNet14', channels=(8,) * 8, out_channels=16),
+        crop=dict(channels=(16,)), assigner=dict(type='IndexesScoresAssigner')))
+    data = model.data_preprocessor(pseudo_collate([make_dataset('deferred')[0]]), True)
+    with pytest.raises(TypeError, match=r"IndexesScoresAssigner indexed a grid .*grids='deferred'"
+                                        r'.*gather_grids'):
+        model(**data, mode='loss')
+
+
+def test_worker_failure_names_the_file(synthetic_root, tmp_path):
+    root = str(tmp_path / 'graspnet')
+    shutil.copytree(synthetic_root, root)
+    missing = os.path.join(root, 'scenes', 'scene_0001', 'realsense', 'depth', '0001.png')
+    os.remove(missing)
+    dataset = GraspNetDataset(root, pipeline=[dict(type='LoadGraspScene', num_points=500),
+                                              dict(type='PackGraspInputs')])
+    loader = DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=pseudo_collate)
+    with pytest.raises(Exception) as info:
+        for _ in loader:
+            pass
+    text = str(info.value)
+    assert missing in text and 'file not found' in text and 'scene 1 frame 1' in text
+
+
+_READ_ONLY = textwrap.dedent('''
+    import os, sys, torch
+    from mmgrasp.datasets.label_store import LabelStoreError, open_label_store
+    from mmgrasp.structures import gather_grids
+    from mmgrasp.datasets import GraspNetDataset
+    root, cache, changed = sys.argv[1], sys.argv[2], sys.argv[3]
+    try:
+        open(os.path.join(cache, 'probe'), 'w')
+        raise SystemExit('cache is writable')
+    except OSError:
+        pass
+    dataset = GraspNetDataset(root, pipeline=[
+        dict(type='LoadGraspScene', num_points=500),
+        dict(type='SampleGraspLabels', grids='deferred', min_points=10, min_object_points=20,
+             cache_dir=cache),
+        dict(type='PackGraspInputs')])
+    labels = dataset[0]['data_samples'].grasp_labels
+    print('read', tuple(gather_grids(labels, 'scores', torch.tensor([0]), torch.tensor([0])).shape))
+    os.utime(changed, (1, 1))  # a source changes: the store is stale and cannot be rebuilt here
+    try:
+        open_label_store(root, cache)
+    except LabelStoreError as exc:
+        print('refused:', exc)
+''')
+
+
+def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
+    root = str(tmp_path / 'graspnet')
+    shutil.copytree(synthetic_root, root)
+    cache = str(tmp_path / 'cache')
+    build_label_store(root, cache)
+    script = tmp_path / 'read_only.py'
+    script.write_text(_READ_ONLY)
+    changed = os.path.join(root, 'grasp_label', '000_labels.npz')
+    mount = (f'mount --bind {cache} {cache} && mount -o remount,bind,ro {cache} && '
+             f'{sys.executable} {script} {root} {cache} {changed}')
+    out = subprocess.run(['unshare', '-m', 'sh', '-c', mount], capture_output=True, text=True,
+                         timeout=300)
+    if out.returncode != 0 and ('mount' in out.stderr or 'unshare' in out.stderr) \
+            and 'read (' not in out.stdout:
+        pytest.skip(f'cannot mount read-only here: {out.stderr.strip()[-200:]}')
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert 'read (1, 5, 3, 3)' in out.stdout
+    assert 'refused: cannot write the label store under' in out.stdout
+    assert 'Read-only file system' in out.stdout and 'MMGRASP_CACHE' in out.stdout
