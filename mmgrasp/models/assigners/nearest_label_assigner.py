@@ -5,7 +5,6 @@ What label matching computes in GSNet, GraspNet-baseline and Scale-Balanced-Gras
 :func:`gather_grids` — so dense and deferred labels give identical targets.
 """
 from dataclasses import replace
-from typing import Optional
 
 import torch
 from torch import Tensor

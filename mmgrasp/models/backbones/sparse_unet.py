@@ -1,7 +1,6 @@
 """MinkUNet14-style sparse voxel U-Net (GSNet's backbone) on the pure-PyTorch sparse conv."""
 from typing import Optional, Sequence
 
-import torch
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 

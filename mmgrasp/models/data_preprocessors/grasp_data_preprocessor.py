@@ -5,6 +5,7 @@ import torch
 from mmengine.model import BaseDataPreprocessor
 from torch import Tensor
 
+from mmgrasp.datasets.transforms.augmentation import apply_matrix, apply_matrix_to_poses
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.structures.label_batch import GraspLabelBatch
@@ -19,6 +20,15 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     Deferred grid records stay on the host (the assigner reads them after seed selection);
     dense grids, when present, are moved too — the reference path's cost.
 
+    Batch augmentation: when the frames carry ``inputs['aug_matrix']``
+    (``RandomFlipRotateScene(apply='device')``, drawn in the worker from the sample's stream),
+    it is applied here, on the device, to the points and to the label poses of the batch
+    (``GraspLabelBatch.poses``; the per-object records keep the worker's pose), with the
+    worker's float32 arithmetic: the same values bit for bit as augmenting in the worker.
+
+    Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
+    are not copied again.
+
     Input: ``{'inputs': {key: [tensor per frame]}, 'data_samples': [GraspDataSample]}`` (what
     ``pseudo_collate`` makes of PackGraspInputs' output). Output: ``{'inputs': {key: (B, ...)
     tensor, 'grasp_labels': GraspLabelBatch}, 'data_samples': [...]}`` (no ``grasp_labels``
@@ -26,6 +36,9 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     """
 
     def _move(self, tensor: Tensor) -> Tensor:
+        if (tensor.device.type == self.device.type
+                and self.device.index in (None, tensor.device.index)):
+            return tensor  # already there (DevicePrefetcher)
         if self.device.type == 'cuda':
             return tensor.pin_memory().to(self.device, non_blocking=True)
         return tensor.to(self.device)
@@ -33,12 +46,19 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     def forward(self, data: dict, training: bool = False) -> dict:
         inputs = {key: self._move(torch.stack(list(values)))
                   for key, values in data['inputs'].items()}
+        matrices = inputs.pop('aug_matrix', None)
+        if matrices is not None:
+            inputs['points'] = apply_matrix(matrices, inputs['points'])
         samples = data.get('data_samples')
         if samples and all('grasp_labels' in s for s in samples):
-            inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples])
+            inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
+                                                       matrices)
         return {'inputs': inputs, 'data_samples': samples}
 
-    def stack_labels(self, frames: Sequence[List[ObjectGraspLabels]]) -> GraspLabelBatch:
+    def stack_labels(self, frames: Sequence[List[ObjectGraspLabels]],
+                     matrices: Optional[Tensor] = None) -> GraspLabelBatch:
+        """Stack the labels of every frame; ``matrices`` ((B, 3, 3), on the device) are applied
+        to the poses of each frame's objects."""
         objects = [label for frame in frames for label in frame]
         counts = torch.tensor([o.num_points for o in objects], dtype=torch.int64)
         object_frame = torch.cat([torch.full((len(f),), b, dtype=torch.int64)
@@ -56,12 +76,14 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         ints = torch.cat([point_object, point_row, object_frame, object_ids])
         floats, ints = self._move(floats), self._move(ints)
         P, O = num_points, len(objects)
+        poses, object_frame = floats[3 * P:].view(O, 3, 4), ints[2 * P:2 * P + O]
+        if matrices is not None:
+            poses = apply_matrix_to_poses(matrices[object_frame], poses)
         moved = [self._move_grids(o) for o in objects]
         return GraspLabelBatch(
-            objects=moved, points=floats[:3 * P].view(P, 3),
-            poses=floats[3 * P:].view(O, 3, 4), point_object=ints[:P], point_row=ints[P:2 * P],
-            object_frame=ints[2 * P:2 * P + O], object_ids=ints[2 * P + O:],
-            num_frames=len(frames))
+            objects=moved, points=floats[:3 * P].view(P, 3), poses=poses,
+            point_object=ints[:P], point_row=ints[P:2 * P], object_frame=object_frame,
+            object_ids=ints[2 * P + O:], num_frames=len(frames))
 
     def _move_grids(self, labels: ObjectGraspLabels) -> ObjectGraspLabels:
         """Dense grids go to the device; a deferred record (and the points, already stacked)

@@ -6,7 +6,6 @@ import math
 from typing import Dict, List, Optional
 
 import torch
-from mmengine.model import BaseModel
 from torch import Tensor
 
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
@@ -15,8 +14,8 @@ from mmgrasp.structures.data_sample import GraspDataSample
 from ..backbones import pointnet2  # noqa: F401  (registers the backbones)
 from ..heads import graspnet_heads  # noqa: F401  (registers the heads)
 from ..losses.graspnet_loss import GRASP_MAX_TOLERANCE
-from ..utils.grasp_geometry import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix
-from ..utils.part_timer import PartTimer
+from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix
+from .base import GraspDetector
 
 
 def _with_defaults(cfg: dict, **defaults) -> dict:
@@ -33,7 +32,7 @@ def _with_defaults(cfg: dict, **defaults) -> dict:
 
 
 @MODELS.register_module()
-class GraspNetBaseline(BaseModel):
+class GraspNetBaseline(GraspDetector):
     """GraspNet-baseline (graspnet-baseline models/graspnet.py).
 
     The backbone chooses the seeds (FPS inside its SA levels); the approach head predicts
@@ -68,8 +67,7 @@ class GraspNetBaseline(BaseModel):
                  loss: Optional[dict] = None, num_views: int = 300, num_angles: int = 12,
                  num_depths: int = 4, objectness_filter: bool = False,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor=build_in_scope(
-            MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
+        super().__init__(data_preprocessor, init_cfg)
         self.backbone = build_in_scope(MODELS, backbone or self.default_backbone())
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(
@@ -88,7 +86,6 @@ class GraspNetBaseline(BaseModel):
         self.loss_fn = build_in_scope(MODELS, loss or self.default_loss())
         self.num_views, self.num_angles, self.num_depths = num_views, num_angles, num_depths
         self.objectness_filter = objectness_filter
-        self.timer = PartTimer()
 
     # defaults a subclass changes
     @staticmethod
@@ -107,17 +104,6 @@ class GraspNetBaseline(BaseModel):
     @staticmethod
     def default_loss() -> dict:
         return dict(type='GraspNetBaselineLoss')
-
-    def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
-                mode: str = 'tensor'):
-        if mode == 'loss':
-            return self.loss(inputs, data_samples)
-        if mode == 'predict':
-            return self.predict(inputs, data_samples)
-        if mode == 'tensor':
-            return self._seed_stage(inputs)
-        raise ValueError(f'{type(self).__name__}.forward: mode={mode!r}, expected loss, predict '
-                         f'or tensor')
 
     def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
         """Backbone, seeds and the approach head: seeds (B, Ns, 3), seed_features (B, C, Ns),
@@ -204,10 +190,7 @@ class GraspNetBaseline(BaseModel):
         depth = (depth_class.squeeze(2) + 1).float() * 0.01
         angle = angle_class.float() * math.pi / A
         rotation = approach_to_matrix(self.approach.approaches(top_view), angle)
-        grasps = torch.cat([score[..., None], width[..., None],
-                            torch.full_like(score, GRASP_HEIGHT)[..., None], depth[..., None],
-                            rotation.reshape(B, Ns, 9), seeds,
-                            torch.full_like(score, -1)[..., None]], dim=-1)
+        grasps = self.grasp_rows(score, width, depth, rotation, seeds)
         on_object = stage['objectness'].argmax(dim=1) == 1
         results = []
         for b, sample in enumerate(data_samples or [GraspDataSample() for _ in range(B)]):

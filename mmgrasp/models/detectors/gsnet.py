@@ -4,7 +4,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from mmengine.model import BaseModel
 from torch import Tensor
 
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
@@ -12,8 +11,8 @@ from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from ..layers.point_ops import furthest_point_sample, gather_points
-from ..utils.grasp_geometry import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix
-from ..utils.part_timer import PartTimer
+from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix
+from .base import GraspDetector
 
 
 def batch_generator(data_samples: List[GraspDataSample], seed: int,
@@ -27,7 +26,7 @@ def batch_generator(data_samples: List[GraspDataSample], seed: int,
 
 
 @MODELS.register_module()
-class GSNet(BaseModel):
+class GSNet(GraspDetector):
     """Backbone → objectness/graspness → graspable mask + FPS seeds → approach views →
     (training) label matching → cylinder crops → score/width.
 
@@ -49,8 +48,7 @@ class GSNet(BaseModel):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor=build_in_scope(
-            MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
+        super().__init__(data_preprocessor, init_cfg)
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)
@@ -64,17 +62,6 @@ class GSNet(BaseModel):
         self.graspness_threshold = graspness_threshold
         self.seed = seed
         self.num_depths = num_depths
-        self.timer = PartTimer()
-
-    def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
-                mode: str = 'tensor'):
-        if mode == 'loss':
-            return self.loss(inputs, data_samples)
-        if mode == 'predict':
-            return self.predict(inputs, data_samples)
-        if mode == 'tensor':
-            return self._seed_stage(inputs)
-        raise ValueError(f'GSNet.forward: mode={mode!r}, expected loss, predict or tensor')
 
     def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
         points = inputs['points']
@@ -134,12 +121,8 @@ class GSNet(BaseModel):
         depth = (best % D + 1).float() * 0.01
         best_width = torch.gather(width.reshape(B, Ns, A * D), 2, best[..., None]).squeeze(-1)
         best_width = (1.2 * best_width / 10).clamp(0, GRASP_MAX_WIDTH)
-        approach = rotations[..., 0]
-        rotation = approach_to_matrix(approach, angle).reshape(B, Ns, 9)
-        height = torch.full_like(best_score, GRASP_HEIGHT)
-        grasps = torch.cat([best_score[..., None], best_width[..., None], height[..., None],
-                            depth[..., None], rotation, out['seeds'],
-                            torch.full_like(best_score, -1)[..., None]], dim=-1)
+        rotation = approach_to_matrix(rotations[..., 0], angle)
+        grasps = self.grasp_rows(best_score, best_width, depth, rotation, out['seeds'])
         results = []
         for sample, frame_grasps in zip(data_samples or [GraspDataSample()] * B, grasps):
             sample = sample.clone()

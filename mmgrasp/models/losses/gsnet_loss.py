@@ -1,7 +1,6 @@
 """GSNet's losses (graspness_implementation models/loss.py)."""
 from typing import Dict
 
-import torch
 from torch import Tensor
 from torch.nn import functional as F
 
