@@ -15,6 +15,7 @@ whole batch of requests at once:
    the requests that share them, in request order.
 """
 import os
+import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -59,6 +60,7 @@ class ReadBuffer:
 
 
 _buffer = ReadBuffer()
+_map_copy_seconds = 0.0
 
 
 def _forget_parent_buffer() -> None:
@@ -178,6 +180,8 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
 
     Each file is viewed as (rows, *row_shape); with views the row is one view's (A, D) block.
     """
+    global _map_copy_seconds
+    begin = time.perf_counter()
     bounds = np.flatnonzero(np.diff(file_ids)) + 1
     for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
         if start == stop:
@@ -190,6 +194,15 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
             raise IndexError(f'{path}: row {segment[-1]} requested but the file has {len(table)} '
                              f'rows of {row_shape}; the label store does not match this record')
         np.take(table, segment, axis=0, out=out[start:stop], mode='clip')
+    _map_copy_seconds += time.perf_counter() - begin
+
+
+def pop_map_copy_seconds() -> float:
+    """Seconds this process spent copying rows out of the memory maps since the last call
+    (benchmarks report it as the share of the assigner that is the deferred read)."""
+    global _map_copy_seconds
+    seconds, _map_copy_seconds = _map_copy_seconds, 0.0
+    return seconds
 
 
 def _file_rows(readers: Sequence[StoreGrids], owner: np.ndarray, rows: np.ndarray) -> np.ndarray:
