@@ -1,4 +1,5 @@
 from .hooks import ConfigHashHook
 from .loops import GraspEpochBasedTrainLoop
+from .prefetcher import DevicePrefetcher
 
-__all__ = ['ConfigHashHook', 'GraspEpochBasedTrainLoop']
+__all__ = ['ConfigHashHook', 'DevicePrefetcher', 'GraspEpochBasedTrainLoop']

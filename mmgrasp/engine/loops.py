@@ -3,6 +3,7 @@ from mmengine.runner import EpochBasedTrainLoop
 from torch import nn
 
 from mmgrasp.registry import LOOPS
+from .prefetcher import DevicePrefetcher
 
 
 @LOOPS.register_module()
@@ -30,9 +31,16 @@ class GraspEpochBasedTrainLoop(EpochBasedTrainLoop):
     ``randomness.seed=None`` it would otherwise shuffle with a fresh seed). Not under
     ``diff_rank_seed``, where the sampler draws its own seed. Global RNG streams (python,
     numpy, torch: dropout, random ops in a model) are not saved by mmengine and not restored.
+
+    Batches come through a :class:`DevicePrefetcher` (one for the loop's life): on CUDA the next
+    batch's inputs are copied to the device while the current one trains.
     """
 
     _start_batch = 0  # first batch of the next epoch run
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prefetcher = DevicePrefetcher(self.dataloader)
 
     def run(self) -> nn.Module:
         self._sync_sampler_seed()
@@ -49,7 +57,7 @@ class GraspEpochBasedTrainLoop(EpochBasedTrainLoop):
             sampler.set_start(min(start * self.dataloader.batch_size, sampler.num_samples))
         self.runner.call_hook('before_train_epoch')
         self.runner.model.train()
-        for idx, data_batch in enumerate(self.dataloader, start):
+        for idx, data_batch in enumerate(self.prefetcher, start):
             self.run_iter(idx, data_batch)
         self.runner.call_hook('after_train_epoch')
         self._epoch += 1

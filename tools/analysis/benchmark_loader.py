@@ -3,6 +3,7 @@
 
     python tools/analysis/benchmark_loader.py CONFIG [--grids dense deferred] [--scenes N]
         [--iterations 30] [--warmup 3] [--repeats 3] [--workers N] [--cold] [--model-scale S]
+        [--source files frames] [--transforms N] [--loader-only]
         [--json OUT] [--cfg-options KEY=VALUE ...]
 
 Runs the config's real training pipeline, data loader, model and optimizer on the config's
@@ -20,6 +21,12 @@ The table gives "best / median" over the repeats. On CUDA the device is synchron
 part. ``--cold`` evicts the label store's files from the page cache before every run
 (POSIX_FADV_DONTNEED), so the read-ahead can be measured. ``--model-scale`` multiplies the
 network's channel widths (never the data) for CPUs too slow to run the paper-size network.
+
+``--source files frames`` also runs each storage with ``LoadGraspScene(source=...)`` set to each
+source (PNG/MAT files, or the frame store), back to back, and gives the frames/files ratios.
+``--transforms N`` times each pipeline transform over N samples, in this process and
+single-threaded like a loader worker (mmdet's DatasetBenchmark), one sample part by part.
+``--loader-only`` skips the training iterations (no model is built).
 """
 import argparse
 import copy
@@ -40,7 +47,7 @@ from mmengine.runner import Runner
 
 from mmgrasp.datasets import label_maps
 from mmgrasp.datasets.label_store import open_label_store
-from mmgrasp.registry import MODELS
+from mmgrasp.registry import DATASETS, MODELS
 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
 ROWS = [('loader_fps', 'loader frames/s', 1), ('batch_mib', 'batch leaving a worker (MiB)', 1),
@@ -70,6 +77,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--cold', action='store_true', help='evict the label store before each run')
     p.add_argument('--model-scale', type=float, default=1.0,
                    help='multiply the network channel widths (not the data)')
+    p.add_argument('--source', nargs='+', default=['files'], choices=['files', 'frames'],
+                   help="LoadGraspScene's source: the dataset files and/or the frame store")
+    p.add_argument('--transforms', type=int, default=0, metavar='N',
+                   help='time each pipeline transform over N samples (0: off)')
+    p.add_argument('--loader-only', action='store_true', help='skip the training iterations')
     p.add_argument('--json', help='write every figure to this file')
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
     return p.parse_args(argv)
@@ -89,6 +101,58 @@ def storage_config(cfg: Config, grids: str, args: argparse.Namespace) -> Config:
         loader.num_workers = args.workers
     loader.persistent_workers = loader.num_workers > 0
     return cfg
+
+
+def source_config(cfg: Config, source: str, args: argparse.Namespace) -> Config:
+    """Set LoadGraspScene's source (``cfg`` is a copy made by :func:`storage_config`)."""
+    found = [t for t in cfg.train_dataloader.dataset.pipeline if t['type'] == 'LoadGraspScene']
+    if not found:
+        raise SystemExit(f'{args.config}: the train pipeline has no LoadGraspScene')
+    for t in found:
+        t['source'] = source
+    return cfg
+
+
+def run_name(grids: str, source: str, args: argparse.Namespace) -> str:
+    return grids if len(args.source) == 1 else f'{grids}, {source}'
+
+
+class TimedTransform:
+    """A pipeline transform that adds up the time of its calls."""
+
+    def __init__(self, transform, name: str):
+        self.transform, self.__name__, self.seconds = transform, name, 0.0
+
+    def __call__(self, results: dict) -> dict:
+        start = time.perf_counter()
+        out = self.transform(results)
+        self.seconds += time.perf_counter() - start
+        return out
+
+
+def time_transforms(cfg: Config, args: argparse.Namespace) -> Dict[str, float]:
+    """Milliseconds per sample of each transform and of the whole sample, over
+    ``args.transforms`` samples after one warm-up sample (stores opened, maps made)."""
+    dataset = DATASETS.build(copy.deepcopy(cfg.train_dataloader.dataset))
+    names = [type(t).__name__ for t in dataset.pipeline.transforms]
+    timed = [TimedTransform(t, name if names.count(name) == 1 else f'{name}[{i}]')
+             for i, (t, name) in enumerate(zip(dataset.pipeline.transforms, names))]
+    dataset.pipeline.transforms = timed
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a DataLoader worker
+    try:
+        dataset[(0, 0)]
+        for t in timed:
+            t.seconds = 0.0
+        start = time.perf_counter()
+        for i in range(args.transforms):
+            dataset[(1 + i // len(dataset), i % len(dataset))]
+        total = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
+    out = {t.__name__: t.seconds * 1e3 / args.transforms for t in timed}
+    out['one sample'] = total * 1e3 / args.transforms
+    return out
 
 
 def scale_network(model_cfg: dict, scale: float) -> dict:
@@ -163,6 +227,8 @@ def run_storage(cfg: Config, args: argparse.Namespace, device: torch.device) -> 
         frames += len(next(batches)['data_samples'])
     out['loader_fps'] = frames / (time.perf_counter() - start)
     del batches, loader, first
+    if args.loader_only:
+        return out
 
     torch.manual_seed(seed)
     model = MODELS.build(scale_network(cfg.model, args.model_scale)).to(device)
@@ -207,6 +273,8 @@ def table(results: Dict[str, List[Dict[str, float]]]) -> str:
     lines = ['| figure | ' + ' | '.join(storages) + ' |',
              '|---|' + '---|' * len(storages)]
     for key, label, _ in ROWS:
+        if key not in results[storages[0]][0]:
+            continue  # --loader-only
         cells = []
         for storage in storages:
             values = [r[key] for r in results[storage]]
@@ -233,6 +301,38 @@ def ratios(results: Dict[str, List[Dict[str, float]]]) -> Dict[str, float]:
             'dense', 'iteration_ms'))
 
 
+def transform_table(results: Dict[str, List[Dict[str, float]]]) -> str:
+    runs = list(results)
+    lines = ['| transform (ms per sample) | ' + ' | '.join(runs) + ' |',
+             '|---|' + '---|' * len(runs)]
+    for name in results[runs[0]][0]:
+        cells = [f'{min(r[name] for r in results[run]):.3g} / '
+                 f'{statistics.median(r[name] for r in results[run]):.3g}' for run in runs]
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def source_ratios(results: Dict[str, List[Dict[str, float]]],
+                  transforms: Dict[str, List[Dict[str, float]]],
+                  args: argparse.Namespace) -> Dict[str, float]:
+    """Frame store over files, per storage: loader frames/s, iteration, one sample (medians)."""
+    if set(args.source) != {'files', 'frames'}:
+        return {}
+
+    def ratio(runs, key, grids):
+        return (statistics.median(r[key] for r in runs[f'{grids}, frames'])
+                / statistics.median(r[key] for r in runs[f'{grids}, files']))
+
+    out = {}
+    for grids in args.grids:
+        out[f'loader_fps_frames_over_files ({grids})'] = ratio(results, 'loader_fps', grids)
+        if not args.loader_only:
+            out[f'iteration_frames_over_files ({grids})'] = ratio(results, 'iteration_ms', grids)
+        if args.transforms:
+            out[f'sample_frames_over_files ({grids})'] = ratio(transforms, 'one sample', grids)
+    return out
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = Config.fromfile(args.config)
@@ -240,23 +340,35 @@ def main(argv=None) -> None:
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     store = open_label_store(cfg.train_dataloader.dataset.data_root)
-    results: Dict[str, List[Dict[str, float]]] = {g: [] for g in args.grids}
+    runs = [(grids, source) for grids in args.grids for source in args.source]
+    results: Dict[str, List[Dict[str, float]]] = {run_name(*r, args): [] for r in runs}
+    transforms: Dict[str, List[Dict[str, float]]] = {run_name(*r, args): [] for r in runs}
     for repeat in range(args.repeats):
-        for grids in args.grids:
+        for grids, source in runs:
+            name = run_name(grids, source, args)
+            run_cfg = source_config(storage_config(cfg, grids, args), source, args)
             if args.cold:
                 evict(store.path)
-            log(f'repeat {repeat + 1}/{args.repeats}: {grids} ...')
-            figures = run_storage(storage_config(cfg, grids, args), args, device)
-            results[grids].append(figures)
-            log(f'repeat {repeat + 1}/{args.repeats}: {grids}: '
-                f'{figures["loader_fps"]:.2f} frames/s, {figures["batch_mib"]:.1f} MiB/batch, '
-                f'iteration {figures["iteration_ms"]:.0f} ms')
-    summary = ratios(results)
+            if args.transforms:
+                log(f'repeat {repeat + 1}/{args.repeats}: {name}: timing the transforms ...')
+                transforms[name].append(time_transforms(run_cfg, args))
+            log(f'repeat {repeat + 1}/{args.repeats}: {name} ...')
+            figures = run_storage(run_cfg, args, device)
+            results[name].append(figures)
+            log(f'repeat {repeat + 1}/{args.repeats}: {name}: '
+                f'{figures["loader_fps"]:.2f} frames/s, {figures["batch_mib"]:.1f} MiB/batch'
+                + ('' if args.loader_only else f', iteration {figures["iteration_ms"]:.0f} ms'))
+    summary = {**ratios(results), **source_ratios(results, transforms, args)}
     print(f'{args.config}, {args.repeats} repeats x {args.iterations} iterations '
           f'(+{args.warmup} warm-up), device {device}, cold={args.cold}, '
           f'model scale {args.model_scale}; cells: best / median')
     print()
     print(table(results))
+    if args.transforms:
+        print()
+        print(f'{args.transforms} samples per repeat, in this process, single-threaded:')
+        print()
+        print(transform_table(transforms))
     for key, value in summary.items():
         print(f'- {key}: {value:.3g}')
     if args.json:
@@ -264,6 +376,7 @@ def main(argv=None) -> None:
             json.dump(dict(config=args.config, device=str(device), cold=args.cold,
                            model_scale=args.model_scale, iterations=args.iterations,
                            warmup=args.warmup, repeats=args.repeats, results=results,
+                           transforms=transforms if args.transforms else None,
                            ratios=summary), f, indent=1)
 
 

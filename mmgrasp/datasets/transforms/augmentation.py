@@ -1,22 +1,29 @@
 """Scene augmentation of the reference recipes: a mirror and a tilt of the camera frame."""
+from typing import TypeVar
+
 import numpy as np
+import torch
 from mmcv.transforms import BaseTransform
 
 from mmgrasp.registry import TRANSFORMS
 
-
-def apply_matrix(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``points @ matrix.T`` for (N, 3) float32 points, as three elementwise multiply-adds in a
-    fixed order: unlike a BLAS product, the result does not depend on threads or alignment."""
-    m = matrix.astype(np.float32)
-    return points[:, 0:1] * m[:, 0] + points[:, 1:2] * m[:, 1] + points[:, 2:3] * m[:, 2]
+Array = TypeVar('Array', np.ndarray, torch.Tensor)
 
 
-def apply_matrix_to_poses(matrix: np.ndarray, poses: np.ndarray) -> np.ndarray:
-    """``matrix @ pose`` for every (3, 4) pose of (M, 3, 4) float32 ``poses``, elementwise."""
-    m = matrix.astype(np.float32)[None, :, :, None]  # (1, 3, 3, 1)
-    return (m[:, :, 0] * poses[:, None, 0] + m[:, :, 1] * poses[:, None, 1]
-            + m[:, :, 2] * poses[:, None, 2])
+def apply_matrix(matrix: Array, points: Array) -> Array:
+    """``points @ matrix.T`` for float32 (..., N, 3) points and (..., 3, 3) matrices, numpy or
+    torch, as three elementwise multiply-adds in a fixed order: unlike a BLAS product, the
+    result does not depend on threads, alignment or device, so the worker (numpy, one frame)
+    and GraspDataPreprocessor (torch, a batch on the device) agree bit for bit."""
+    return (points[..., 0:1] * matrix[..., None, :, 0] + points[..., 1:2] * matrix[..., None, :, 1]
+            + points[..., 2:3] * matrix[..., None, :, 2])
+
+
+def apply_matrix_to_poses(matrix: Array, poses: Array) -> Array:
+    """``matrix @ pose`` for float32 (..., 3, 4) ``poses`` and (..., 3, 3) matrices (one for all
+    or one per pose), elementwise like :func:`apply_matrix`."""
+    return (matrix[..., :, 0:1] * poses[..., 0:1, :] + matrix[..., :, 1:2] * poses[..., 1:2, :]
+            + matrix[..., :, 2:3] * poses[..., 2:3, :])
 
 
 @TRANSFORMS.register_module()
@@ -29,6 +36,11 @@ class RandomFlipRotateScene(BaseTransform):
     are always made (flip, then angle), so the rest of the sample's stream does not depend on the
     outcome or on ``flip_prob``.
 
+    With ``apply='device'`` the matrix is drawn here, from the sample's stream, but applied by
+    GraspDataPreprocessor to the whole batch on the device, with the same float32 arithmetic:
+    the batch is bit-identical to ``apply='worker'``. Transforms after this one then still see
+    the original cloud and poses.
+
     Required Keys:
 
     - points (np.float32, (N, 3))
@@ -37,26 +49,33 @@ class RandomFlipRotateScene(BaseTransform):
 
     Modified Keys:
 
-    - points
-    - poses
+    - points (``apply='worker'`` only)
+    - poses (``apply='worker'`` only)
 
     Added Keys:
 
     - aug_matrix (np.float32, (3, 3)): M; ``camera_to_table`` still refers to the original camera,
       so the augmented cloud reaches the table frame through ``camera_to_table[:3, :3] @ M.T``.
+    - aug_on_device (bool): M is still to be applied (``apply='device'``); PackGraspInputs then
+      packs it as ``inputs['aug_matrix']``.
 
     Args:
         flip_prob: probability of the x-mirror diag(−1, 1, 1).
         max_rotation: bound of the rotation angle about x, radians (reference: π/6).
+        apply: ``'worker'`` (here) or ``'device'`` (in GraspDataPreprocessor).
     """
 
-    def __init__(self, flip_prob: float = 0.5, max_rotation: float = np.pi / 6):
+    def __init__(self, flip_prob: float = 0.5, max_rotation: float = np.pi / 6,
+                 apply: str = 'worker'):
         if not 0 <= flip_prob <= 1:
             raise ValueError(f'flip_prob must be in [0, 1], got {flip_prob}')
         if max_rotation < 0:
             raise ValueError(f'max_rotation must be >= 0, got {max_rotation}')
+        if apply not in ('worker', 'device'):
+            raise ValueError(f"apply must be 'worker' or 'device', got {apply!r}")
         self.flip_prob = float(flip_prob)
         self.max_rotation = float(max_rotation)
+        self.apply = apply
 
     def transform(self, results: dict) -> dict:
         rng = results['rng']
@@ -66,11 +85,13 @@ class RandomFlipRotateScene(BaseTransform):
         rotation = np.array([[1, 0, 0], [0, c, -s], [0, s, c]], dtype=np.float64)
         mirror = np.diag([-1.0 if flip else 1.0, 1.0, 1.0])
         matrix = (rotation @ mirror).astype(np.float32)
-        results['points'] = apply_matrix(matrix, results['points'])
-        results['poses'] = apply_matrix_to_poses(matrix, results['poses'])
+        if self.apply == 'worker':
+            results['points'] = apply_matrix(matrix, results['points'])
+            results['poses'] = apply_matrix_to_poses(matrix, results['poses'])
         results['aug_matrix'] = matrix
+        results['aug_on_device'] = self.apply == 'device'
         return results
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(flip_prob={self.flip_prob}, '
-                f'max_rotation={self.max_rotation})')
+                f'max_rotation={self.max_rotation}, apply={self.apply!r})')

@@ -32,6 +32,8 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
+    - aug_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['aug_matrix']``, for
+      GraspDataPreprocessor to apply to the points and label poses of the batch
     - the ``meta_keys``
 
     Args:
@@ -50,6 +52,12 @@ class PackGraspInputs(BaseTransform):
     def transform(self, results: dict) -> dict:
         inputs = {key: torch.from_numpy(np.ascontiguousarray(results[key]))
                   for key in self.keys if key in results}
+        if results.get('aug_on_device'):
+            if 'voxel_size' in results:
+                raise ValueError("PackGraspInputs: voxel coordinates ('voxel_size') come from "
+                                 "the final cloud, but RandomFlipRotateScene(apply='device') "
+                                 'leaves the cloud unaugmented in the worker')
+            inputs['aug_matrix'] = torch.from_numpy(results['aug_matrix'])
         if 'voxel_size' in results:
             inputs['coors'] = torch.from_numpy(
                 np.ascontiguousarray(results['points'], dtype=np.float32)

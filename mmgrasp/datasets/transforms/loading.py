@@ -3,28 +3,33 @@
 The cloud, the workspace mask and the sampling follow graspnet-baseline's ``get_data_label``
 (``create_point_cloud_from_depth_image``, ``get_workspace_mask``) exactly, because GSNet's
 graspness files hold one row per point of that masked cloud: any other mask misaligns them.
+The masked cloud comes from the dataset files or from the frame store built from them
+(:mod:`mmgrasp.datasets.frame_store`); both give the same sample, bit for bit.
 """
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from mmcv.transforms import BaseTransform
 
-from mmgrasp.datasets.graspnet_reader import DatasetFileError
+from mmgrasp.datasets.frame_store import (FrameStore, aligned_graspness, box_mask, camera_scenes,
+                                          open_frame_store, pixel_points, read_frame)
+from mmgrasp.datasets.graspnet_reader import CAMERAS, GraspNetReader
 from mmgrasp.registry import TRANSFORMS
+
+SOURCES = ('files', 'frames')
+_frame_stores: Dict[Tuple[str, str, str, Optional[float], Optional[str]], FrameStore] = {}
 
 
 def depth_to_cloud(depth: np.ndarray, intrinsics: np.ndarray, factor_depth: float) -> np.ndarray:
     """(H, W, 3) float64 camera-frame cloud of a raw depth image, in the image layout.
 
     z = d / factor_depth, x = (u - cx) z / fx, y = (v - cy) z / fy, with u the column and v the
-    row; pixels without a reading (d = 0) land on the camera origin.
+    row; pixels without a reading (d = 0) land on the camera origin. The full-image form (for
+    graspness generation and inspection); loading back-projects the sampled pixels only.
     """
     h, w = depth.shape
-    fx, fy = intrinsics[0, 0], intrinsics[1, 1]
-    cx, cy = intrinsics[0, 2], intrinsics[1, 2]
-    u, v = np.meshgrid(np.arange(w), np.arange(h))
-    z = depth / factor_depth
-    return np.stack([(u - cx) * z / fx, (v - cy) * z / fy, z], axis=-1)
+    xyz = pixel_points(depth.reshape(-1), np.arange(h * w), w, intrinsics, factor_depth)
+    return np.stack(xyz, axis=-1).reshape(h, w, 3)
 
 
 def workspace_mask(cloud: np.ndarray, seg: np.ndarray, camera_to_table: np.ndarray,
@@ -35,19 +40,8 @@ def workspace_mask(cloud: np.ndarray, seg: np.ndarray, camera_to_table: np.ndarr
     As in the reference, the box is taken over every pixel with seg > 0, including those without a
     depth reading (they sit on the camera origin); callers also require depth > 0.
     """
-    # Per axis, elementwise: a BLAS product of (H·W, 3) by (3, 3) is several times slower.
-    rotation, translation = camera_to_table[:3, :3], camera_to_table[:3, 3]
-    foreground = seg > 0
-    if not foreground.any():
-        raise ValueError('the segmentation has no foreground pixel: the workspace box is undefined')
-    mask = np.ones(seg.shape, dtype=bool)
-    for axis in range(3):
-        coord = (rotation[axis, 0] * cloud[..., 0] + rotation[axis, 1] * cloud[..., 1]
-                 + rotation[axis, 2] * cloud[..., 2] + translation[axis])
-        inside = coord[foreground]
-        mask &= coord > inside.min() - outlier
-        mask &= coord < inside.max() + outlier
-    return mask
+    xyz = tuple(np.ascontiguousarray(cloud[..., axis]).reshape(-1) for axis in range(3))
+    return box_mask(xyz, seg.reshape(-1) > 0, camera_to_table, outlier).reshape(seg.shape)
 
 
 @TRANSFORMS.register_module()
@@ -59,6 +53,11 @@ class LoadGraspScene(BaseTransform):
     ``num_points`` are chosen without replacement; otherwise all of them are kept and the rest
     drawn with replacement. All objects of the meta file are kept here; the label transform drops
     those with too few sampled points.
+
+    ``source='files'`` decodes the PNG and MAT files of the frame (the reference path);
+    ``source='frames'`` reads the frame store (decoded once, memory-mapped; built by
+    :meth:`prepare` or on first use, checked against its sources once a process and rebuilt when
+    one changed). Both give the same keys, values and random draws.
 
     Required Keys:
 
@@ -90,43 +89,59 @@ class LoadGraspScene(BaseTransform):
         voxel_size: recorded for PackGraspInputs, which derives voxel coordinates from the final,
             augmented cloud (as GSNet does).
         with_graspness: load GSNet's per-point graspness (masked-cloud order).
+        source: ``'files'`` or ``'frames'``.
+        cache_dir: frame store cache (default ``$MMGRASP_CACHE``).
     """
 
     def __init__(self, num_points: int = 15000, outlier: float = 0.02, use_workspace: bool = True,
-                 voxel_size: Optional[float] = None, with_graspness: bool = False):
+                 voxel_size: Optional[float] = None, with_graspness: bool = False,
+                 source: str = 'files', cache_dir: Optional[str] = None):
         if num_points < 1:
             raise ValueError(f'num_points must be positive, got {num_points}')
         if voxel_size is not None and voxel_size <= 0:
             raise ValueError(f'voxel_size must be positive, got {voxel_size}')
+        if source not in SOURCES:
+            raise ValueError(f'LoadGraspScene: source={source!r}: expected one of {SOURCES}')
         self.num_points = int(num_points)
         self.outlier = float(outlier)
         self.use_workspace = use_workspace
         self.voxel_size = None if voxel_size is None else float(voxel_size)
         self.with_graspness = with_graspness
+        self.source = source
+        self.cache_dir = cache_dir
+
+    @property
+    def _mask_outlier(self) -> Optional[float]:
+        return self.outlier if self.use_workspace else None
+
+    def frame_store(self, reader: GraspNetReader) -> FrameStore:
+        """The frame store of the reader's root and camera, opened (built when missing or
+        stale) once a process; forked workers inherit it."""
+        key = (reader.root, reader.camera, reader.graspness_dir, self._mask_outlier,
+               self.cache_dir)
+        if key not in _frame_stores:
+            _frame_stores[key] = open_frame_store(reader, self._mask_outlier, self.cache_dir)
+        return _frame_stores[key]
+
+    def prepare(self, data_root: str, camera: Optional[str] = None) -> List[FrameStore]:
+        """With ``source='frames'``, open (and build when needed) the frame store in the main
+        process, before workers fork: of ``camera``, or of every camera with scenes under
+        ``data_root`` when the caller does not say which one it reads."""
+        if self.source != 'frames':
+            return []
+        readers = [GraspNetReader(data_root, c) for c in ([camera] if camera else CAMERAS)]
+        return [self.frame_store(r) for r in readers if camera or camera_scenes(r)]
 
     def transform(self, results: dict) -> dict:
         reader, scene, frame = results['reader'], results['scene'], results['frame']
-        where = f'scene {scene} frame {frame} ({reader.camera})'
-        depth = reader.load_depth(scene, frame)
-        seg = reader.load_segmentation(scene, frame)
-        meta = reader.load_meta(scene, frame)
-        camera_to_table = reader.trajectory(scene).camera_to_table(frame).astype(np.float64)
-        if seg.shape != depth.shape:
-            raise ValueError(f'{where}: segmentation {seg.shape} and depth {depth.shape} differ '
-                             f'in size')
-
-        cloud = depth_to_cloud(depth, meta.intrinsics, meta.factor_depth)
-        mask = depth > 0
-        if self.use_workspace:
-            try:
-                mask &= workspace_mask(cloud, seg, camera_to_table, self.outlier)
-            except ValueError as exc:
-                raise ValueError(f'{where}: {exc}') from exc
-        masked_pixels = np.flatnonzero(mask)  # row-major: the order of the reference's cloud[mask]
-        num_masked = len(masked_pixels)
+        if self.source == 'frames':
+            arrays = self.frame_store(reader).frame(scene, frame)
+        else:
+            arrays = read_frame(reader, scene, frame, self._mask_outlier, self.with_graspness)
+        num_masked = len(arrays.pixels)
         if num_masked == 0:
-            raise ValueError(f'{where}: no point left after masking (depth > 0'
-                             f'{" and workspace" if self.use_workspace else ""})')
+            raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): no point left after '
+                             f'masking (depth > 0{" and workspace" if self.use_workspace else ""})')
 
         rng = results['rng']
         if num_masked >= self.num_points:
@@ -136,26 +151,22 @@ class LoadGraspScene(BaseTransform):
             index = np.concatenate([np.arange(num_masked), extra])
         index = index.astype(np.int64)
 
-        pixels = masked_pixels[index]
-        seg_sampled = seg.reshape(-1)[pixels].astype(np.int64)
-        results['points'] = cloud.reshape(-1, 3)[pixels].astype(np.float32)
-        results['seg'] = seg_sampled
-        results['objectness'] = (seg_sampled > 0).astype(np.int64)
+        xyz = pixel_points(np.take(arrays.depth, index), np.take(arrays.pixels, index),
+                           arrays.width, arrays.intrinsics, arrays.factor_depth)
+        seg = np.take(arrays.seg, index).astype(np.int64)
+        results['points'] = np.stack(xyz, axis=-1).astype(np.float32)
+        results['seg'] = seg
+        results['objectness'] = (seg > 0).astype(np.int64)
         results['point_index'] = index
         if self.with_graspness:
-            graspness = reader.load_graspness(scene, frame)
-            if len(graspness) != num_masked:
-                raise DatasetFileError(
-                    reader.graspness_path(scene, frame),
-                    f'has {len(graspness)} rows but the masked cloud of {where} has {num_masked} '
-                    f'points (depth > 0 & workspace, outlier {self.outlier})')
-            results['graspness'] = graspness[index]
-        results['object_ids'] = meta.object_ids.astype(np.int64)
-        results['poses'] = meta.poses.astype(np.float32)
-        results['instance_index'] = np.arange(len(meta.object_ids), dtype=np.int64)
-        results['camera_to_table'] = camera_to_table
-        results['intrinsics'] = meta.intrinsics
-        results['factor_depth'] = meta.factor_depth
+            graspness = aligned_graspness(arrays, reader, scene, frame, self._mask_outlier)
+            results['graspness'] = np.take(graspness, index)
+        results['object_ids'] = arrays.object_ids
+        results['poses'] = arrays.poses
+        results['instance_index'] = np.arange(len(arrays.object_ids), dtype=np.int64)
+        results['camera_to_table'] = arrays.camera_to_table
+        results['intrinsics'] = arrays.intrinsics
+        results['factor_depth'] = arrays.factor_depth
         results['num_masked'] = num_masked
         if self.voxel_size is not None:
             results['voxel_size'] = self.voxel_size
@@ -164,4 +175,5 @@ class LoadGraspScene(BaseTransform):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_points={self.num_points}, '
                 f'outlier={self.outlier}, use_workspace={self.use_workspace}, '
-                f'voxel_size={self.voxel_size}, with_graspness={self.with_graspness})')
+                f'voxel_size={self.voxel_size}, with_graspness={self.with_graspness}, '
+                f'source={self.source!r})')

@@ -1,0 +1,435 @@
+"""A frame's masked cloud, read from the dataset files or from the frame store built from them.
+
+Every sample of a frame repeats the same work: decode the depth and label PNGs and the meta
+file, rebuild the workspace mask, read the graspness file and check that it labels exactly the
+masked pixels. The frame store does it once per frame and keeps the result in a few large
+memory-mapped arrays; :func:`read_frame` (the reference path) and :meth:`FrameStore.frame` return
+the same :class:`FrameArrays`, value for value.
+
+Store layout (one folder per root, camera and mask settings, next to the label store)::
+
+    manifest.json          format version, root, camera, mask settings, graspness folder,
+                           scene -> [first row, frames], per-scene source fingerprints
+    fingerprints.npy       (F, 4, 2) int64 (size, mtime_ns) of each frame's depth, label, meta
+                           and graspness file; (-1, -1) for a graspness file that did not exist
+    point_offsets.npy      (F + 1,) int64: the masked points of frame row f are [o[f], o[f + 1])
+    depth.npy              (P,) uint16 raw depth of each masked point
+    pixels.npy             (P,) int32 row-major pixel index of each masked point
+    seg.npy                (P,) uint8 segmentation (0 background, k = object id + 1)
+    graspness.npy          (G,) float32, frames whose graspness file has one row per masked point
+    graspness_offsets.npy  (F + 1,) int64; graspness_rows.npy (F,) int64 rows of each file (-1:
+                           none): a missing or misaligned file fails as on the files path
+    object_offsets.npy     (F + 1,) int64; object_ids.npy (Q,) int64; poses.npy (Q, 3, 4) float32
+    intrinsics.npy (F, 3, 3), camera_to_table.npy (F, 4, 4), factor_depth.npy (F,) float64,
+    width.npy (F,) int64 image width
+
+Points are kept as raw depth and pixel index (6 bytes a point; a float32 cloud would take 12, for
+0.1 ms less a sample) and back-projected for the sampled points only, with the reference's
+float64 arithmetic (:func:`pixel_points`): the same values bit for bit. The store is built
+atomically (temporary folder renamed into place under a lock) and checked against its sources'
+(size, mtime) on every open; a stale store is rebuilt.
+"""
+import contextlib
+import fcntl
+import glob
+import hashlib
+import io
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+from mmengine.logging import print_log
+
+from .graspnet_reader import NUM_SCENES, DatasetFileError, GraspNetReader
+from .label_store import default_cache_dir
+
+FORMAT_VERSION = 1
+MANIFEST = 'manifest.json'
+_IMAGE_FILES = ('depth', 'label', 'meta')
+_TRAJECTORY_FILES = ('camK.npy', 'camera_poses.npy', 'cam0_wrt_table.npy')
+_NPY_HEADER = 128  # bytes: numpy's v1.0 header of any 1-d shape
+
+
+class FrameStoreError(RuntimeError):
+    """A frame store that cannot be used as it is (stale, foreign or not writable)."""
+
+
+# ---------------------------------------------------------------------------------- geometry
+def pixel_points(depth: np.ndarray, pixels: np.ndarray, width: int, intrinsics: np.ndarray,
+                 factor_depth: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Camera-frame x, y, z (float64, each (n,) and contiguous) of row-major ``pixels`` of an
+    image ``width`` wide with raw depths ``depth``: z = d / factor_depth, x = (u - cx) z / fx,
+    y = (v - cy) z / fy, the reference's operations in the reference's order."""
+    z = depth / factor_depth
+    u, v = pixels % width, pixels // width
+    return ((u - intrinsics[0, 2]) * z / intrinsics[0, 0],
+            (v - intrinsics[1, 2]) * z / intrinsics[1, 1], z)
+
+
+def box_mask(xyz: Tuple[np.ndarray, np.ndarray, np.ndarray], foreground: np.ndarray,
+             camera_to_table: np.ndarray, outlier: float,
+             origin_is_foreground: bool = False) -> np.ndarray:
+    """Points strictly inside the table-frame box of the ``foreground`` points grown by
+    ``outlier`` per side, one table coordinate at a time over contiguous arrays.
+
+    ``origin_is_foreground``: foreground pixels without a depth reading were left out of ``xyz``;
+    they sit on the camera origin, whose table coordinates are the translation, exactly.
+    """
+    rotation, translation = camera_to_table[:3, :3], camera_to_table[:3, 3]
+    if not (origin_is_foreground or foreground.any()):
+        raise ValueError('the segmentation has no foreground pixel: the workspace box is undefined')
+    x, y, z = xyz
+    mask, term = np.ones(len(x), dtype=bool), np.empty_like(x)
+    for axis in range(3):
+        # r0 x + r1 y + r2 z + t, summed left to right as the reference does, in place
+        coord = rotation[axis, 0] * x
+        coord += np.multiply(rotation[axis, 1], y, out=term)
+        coord += np.multiply(rotation[axis, 2], z, out=term)
+        coord += translation[axis]
+        inside = coord[foreground]
+        if origin_is_foreground:
+            inside = np.append(inside, translation[axis])
+        mask &= coord > inside.min() - outlier
+        mask &= coord < inside.max() + outlier
+    return mask
+
+
+def masked_pixels(depth: np.ndarray, seg: np.ndarray, intrinsics: np.ndarray,
+                  factor_depth: float, camera_to_table: Optional[np.ndarray],
+                  outlier: float = 0.02) -> np.ndarray:
+    """Row-major pixel indices (int64) of the masked cloud: depth > 0 and, unless
+    ``camera_to_table`` is None, inside the workspace box (graspnet-baseline's mask; GSNet's
+    graspness rows follow this order). Only pixels with a reading are back-projected."""
+    flat_depth, flat_seg = depth.reshape(-1), seg.reshape(-1)
+    valid = np.flatnonzero(flat_depth)
+    if camera_to_table is None:
+        return valid
+    xyz = pixel_points(np.take(flat_depth, valid), valid, depth.shape[1], intrinsics, factor_depth)
+    foreground = np.take(flat_seg, valid) > 0
+    origin = np.count_nonzero(flat_seg) > np.count_nonzero(foreground)
+    return valid[box_mask(xyz, foreground, camera_to_table, outlier, origin)]
+
+
+# ---------------------------------------------------------------------------------- frames
+@dataclass(frozen=True)
+class FrameArrays:
+    """The masked cloud of one frame (per masked point, in masked-cloud order) and its meta."""
+    depth: np.ndarray  # (n,) uint16 raw depth
+    pixels: np.ndarray  # (n,) row-major pixel index
+    seg: np.ndarray  # (n,) 0 background, k = object id + 1
+    graspness: Optional[np.ndarray]  # (graspness_rows,) float32; None: not read or misaligned
+    graspness_rows: int  # rows of the graspness file; -1: not read or no file
+    width: int
+    object_ids: np.ndarray  # (M,) int64, 0-based, meta order
+    poses: np.ndarray  # (M, 3, 4) float32
+    intrinsics: np.ndarray  # (3, 3) float64
+    factor_depth: float
+    camera_to_table: np.ndarray  # (4, 4) float64
+
+
+def read_frame(reader: GraspNetReader, scene: int, frame: int, outlier: Optional[float],
+               with_graspness: bool) -> FrameArrays:
+    """Decode a frame from the dataset files (the reference path); ``outlier=None`` skips the
+    workspace mask. With ``with_graspness`` the graspness file must exist (its rows are checked
+    by :func:`aligned_graspness`)."""
+    where = f'scene {scene} frame {frame} ({reader.camera})'
+    depth = reader.load_depth(scene, frame)
+    seg = reader.load_segmentation(scene, frame)
+    meta = reader.load_meta(scene, frame)
+    camera_to_table = reader.trajectory(scene).camera_to_table(frame).astype(np.float64)
+    if seg.shape != depth.shape:
+        raise ValueError(f'{where}: segmentation {seg.shape} and depth {depth.shape} differ in '
+                         f'size')
+    try:
+        pixels = masked_pixels(depth, seg, meta.intrinsics, meta.factor_depth,
+                               None if outlier is None else camera_to_table, outlier or 0.0)
+    except ValueError as exc:
+        raise ValueError(f'{where}: {exc}') from exc
+    graspness = reader.load_graspness(scene, frame) if with_graspness else None
+    return FrameArrays(depth=np.take(depth.reshape(-1), pixels), pixels=pixels,
+                       seg=np.take(seg.reshape(-1), pixels), graspness=graspness,
+                       graspness_rows=-1 if graspness is None else len(graspness),
+                       width=depth.shape[1], object_ids=meta.object_ids.astype(np.int64),
+                       poses=meta.poses.astype(np.float32), intrinsics=meta.intrinsics,
+                       factor_depth=meta.factor_depth, camera_to_table=camera_to_table)
+
+
+def aligned_graspness(arrays: FrameArrays, reader: GraspNetReader, scene: int, frame: int,
+                      outlier: Optional[float]) -> np.ndarray:
+    """The frame's graspness, one row per masked point, or an error naming the file."""
+    path = reader.graspness_path(scene, frame)
+    if arrays.graspness_rows < 0:
+        raise DatasetFileError(path, f'file not found when the frame store was built; generate '
+                                     f'it with `python tools/data/generate_graspness.py '
+                                     f'{reader.root} --camera {reader.camera}` (the store is '
+                                     f'rebuilt on its next open)')
+    if arrays.graspness_rows != len(arrays.pixels):
+        mask = 'depth > 0' if outlier is None else f'depth > 0 & workspace, outlier {outlier}'
+        raise DatasetFileError(path, f'has {arrays.graspness_rows} rows but the masked cloud of '
+                                     f'scene {scene} frame {frame} ({reader.camera}) has '
+                                     f'{len(arrays.pixels)} points ({mask})')
+    return arrays.graspness
+
+
+# ---------------------------------------------------------------------------------- store
+def frame_store_path(root: str, camera: str, outlier: Optional[float],
+                     graspness_dir: Optional[str] = None, cache_dir: Optional[str] = None) -> str:
+    """``<cache>/frames-<root name>-<hash of root, mask, graspness folder>-<camera>``."""
+    root = os.path.abspath(root)
+    graspness_dir = os.path.abspath(graspness_dir or os.path.join(root, 'graspness'))
+    key = hashlib.sha1(f'{root}|{outlier!r}|{graspness_dir}'.encode()).hexdigest()[:10]
+    name = f'frames-{os.path.basename(root.rstrip(os.sep)) or "root"}-{key}-{camera}'
+    return os.path.join(cache_dir or default_cache_dir(), name)
+
+
+def _fingerprint(path: str) -> Tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
+def _frame_sources(reader: GraspNetReader, scene: int, frame: int) -> List[str]:
+    return [reader.frame_path(scene, kind, frame) for kind in _IMAGE_FILES] + \
+        [reader.graspness_path(scene, frame)]
+
+
+def camera_scenes(reader: GraspNetReader) -> List[int]:
+    """Scenes (any split) with a folder of the reader's camera."""
+    return [s for s in range(NUM_SCENES) if os.path.isdir(reader.camera_dir(s))]
+
+
+def _rows(manifest: dict) -> List[Tuple[int, int]]:
+    return [(int(scene), frame) for scene, (_, count) in manifest['scenes'].items()
+            for frame in range(count)]
+
+
+class FrameStore:
+    """An opened store: offsets and per-frame meta in memory, per-point arrays memory-mapped
+    (forked workers share the maps)."""
+
+    def __init__(self, path: str, manifest: dict):
+        self.path, self.manifest = path, manifest
+        self.rows: Dict[Tuple[int, int], int] = {
+            (scene, frame): row for row, (scene, frame) in enumerate(_rows(manifest))}
+        for name in ('point_offsets', 'graspness_offsets', 'graspness_rows', 'object_offsets',
+                     'object_ids', 'poses', 'intrinsics', 'camera_to_table', 'factor_depth',
+                     'width'):
+            setattr(self, name, np.load(f'{path}/{name}.npy'))
+        # plain ndarray views of the maps: their slices and gathers pickle as arrays
+        self.depth, self.pixels, self.seg, self.graspness = (
+            np.asarray(np.load(f'{path}/{name}.npy', mmap_mode='r'))
+            for name in ('depth', 'pixels', 'seg', 'graspness'))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def frame(self, scene: int, frame: int) -> FrameArrays:
+        row = self.rows.get((scene, frame))
+        if row is None:
+            raise KeyError(f'scene {scene} frame {frame} is not in frame store {self.path}')
+        p0, p1 = self.point_offsets[row:row + 2]
+        g0, g1 = self.graspness_offsets[row:row + 2]
+        o0, o1 = self.object_offsets[row:row + 2]
+        return FrameArrays(
+            depth=self.depth[p0:p1], pixels=self.pixels[p0:p1], seg=self.seg[p0:p1],
+            graspness=self.graspness[g0:g1] if g1 > g0 else None,
+            graspness_rows=int(self.graspness_rows[row]),
+            width=int(self.width[row]), object_ids=self.object_ids[o0:o1].copy(),
+            poses=self.poses[o0:o1].copy(), intrinsics=self.intrinsics[row].copy(),
+            factor_depth=float(self.factor_depth[row]),
+            camera_to_table=self.camera_to_table[row].copy())
+
+
+def stale_reason(manifest: dict, fingerprints: np.ndarray, reader: GraspNetReader,
+                 outlier: Optional[float]) -> Optional[str]:
+    """Why a store may not be used for this reader and mask (None when it may)."""
+    if manifest.get('format_version') != FORMAT_VERSION:
+        return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
+                f'{FORMAT_VERSION}')
+    expected = dict(root=reader.root, camera=reader.camera, outlier=outlier,
+                    graspness_dir=os.path.abspath(reader.graspness_dir))
+    for key, value in expected.items():
+        if manifest.get(key) != value:
+            return f'it was built with {key}={manifest.get(key)!r}, not {value!r}'
+    if [int(s) for s in manifest['scenes']] != camera_scenes(reader):
+        return f'the set of scenes with a {reader.camera}/ folder changed'
+    for scene, sources in manifest['scene_sources'].items():
+        for name, fingerprint in sources.items():
+            path = os.path.join(reader.camera_dir(int(scene)), name)
+            if list(_fingerprint(path)) != fingerprint:
+                return f'source {path} changed since the store was built'
+    rows = _rows(manifest)
+    current = np.array([[_fingerprint(p) for p in _frame_sources(reader, *r)] for r in rows],
+                       np.int64).reshape(fingerprints.shape)
+    changed = np.argwhere((current != fingerprints).any(axis=2))
+    if len(changed):
+        row, kind = changed[0]
+        path = _frame_sources(reader, *rows[row])[kind]
+        return (f'{len(changed)} source files changed, appeared or disappeared since the store '
+                f'was built, e.g. {path}')
+    return None
+
+
+class _NpyAppender:
+    """A .npy file written in chunks; its header (the final shape) is written last."""
+
+    def __init__(self, path: str, dtype: type):
+        self.file = open(path, 'wb')
+        self.file.seek(_NPY_HEADER)
+        self.dtype, self.rows = np.dtype(dtype), 0
+
+    def append(self, array: np.ndarray) -> None:
+        self.file.write(np.ascontiguousarray(array, dtype=self.dtype).data)
+        self.rows += len(array)
+
+    def finish(self) -> None:
+        """Write the header (the file is closed when the ``with`` block ends)."""
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, dict(
+            descr=np.lib.format.dtype_to_descr(self.dtype), fortran_order=False,
+            shape=(self.rows,)))
+        assert header.tell() == _NPY_HEADER, header.getvalue()
+        self.file.seek(0)
+        self.file.write(header.getvalue())
+
+    def __enter__(self) -> '_NpyAppender':
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+
+def _build_into(tmp: str, reader: GraspNetReader, outlier: Optional[float]) -> dict:
+    scenes = camera_scenes(reader)
+    if not scenes:
+        raise DatasetFileError(os.path.join(reader.root, 'scenes'),
+                               f'no scene_%04d/{reader.camera}/ folder')
+    per_frame: Dict[str, list] = {name: [] for name in (
+        'num_points', 'num_graspness', 'graspness_rows', 'object_ids', 'poses', 'intrinsics',
+        'camera_to_table', 'factor_depth', 'width', 'fingerprints')}
+    manifest_scenes, scene_sources, t0 = {}, {}, time.time()
+    with contextlib.ExitStack() as files:
+        points = {name: files.enter_context(_NpyAppender(f'{tmp}/{name}.npy', dtype))
+                  for name, dtype in (('depth', np.uint16), ('pixels', np.int32),
+                                      ('seg', np.uint8), ('graspness', np.float32))}
+        for i, scene in enumerate(scenes):
+            scene_sources[f'{scene:04d}'] = {
+                name: list(_fingerprint(os.path.join(reader.camera_dir(scene), name)))
+                for name in _TRAJECTORY_FILES}
+            count = reader.num_frames(scene)
+            manifest_scenes[f'{scene:04d}'] = [len(per_frame['width']), count]
+            for frame in range(count):
+                sources = _frame_sources(reader, scene, frame)
+                fingerprints = [_fingerprint(path) for path in sources]
+                arrays = read_frame(reader, scene, frame, outlier,
+                                    with_graspness=fingerprints[3][0] >= 0)
+                if len(arrays.seg) and arrays.seg.max() > 255:
+                    raise DatasetFileError(sources[1], f'segmentation value {arrays.seg.max()} '
+                                                       f"does not fit the frame store's uint8")
+                aligned = arrays.graspness_rows == len(arrays.pixels)
+                for name, appender in points.items():
+                    if name != 'graspness' or aligned:
+                        appender.append(getattr(arrays, name))
+                per_frame['num_points'].append(len(arrays.pixels))
+                per_frame['num_graspness'].append(len(arrays.pixels) if aligned else 0)
+                for name in ('graspness_rows', 'object_ids', 'poses', 'intrinsics',
+                             'camera_to_table', 'factor_depth', 'width'):
+                    per_frame[name].append(getattr(arrays, name))
+                per_frame['fingerprints'].append(fingerprints)
+            print_log(f'frame store ({reader.camera}): scene {scene:04d} ({i + 1}/{len(scenes)},'
+                      f' {count} frames, {time.time() - t0:.1f}s)', logger='current')
+        for appender in points.values():
+            appender.finish()
+    counts = dict(point=per_frame['num_points'], graspness=per_frame['num_graspness'],
+                  object=[len(ids) for ids in per_frame['object_ids']])
+    for name, count in counts.items():
+        np.save(f'{tmp}/{name}_offsets.npy', np.cumsum([0] + count, dtype=np.int64))
+    np.save(f'{tmp}/object_ids.npy', np.concatenate(per_frame['object_ids']).astype(np.int64))
+    np.save(f'{tmp}/poses.npy', np.concatenate(per_frame['poses']).reshape(-1, 3, 4))
+    for name, dtype in (('intrinsics', np.float64), ('camera_to_table', np.float64),
+                        ('factor_depth', np.float64), ('width', np.int64),
+                        ('graspness_rows', np.int64), ('fingerprints', np.int64)):
+        np.save(f'{tmp}/{name}.npy', np.asarray(per_frame[name], dtype=dtype))
+    return dict(format_version=FORMAT_VERSION, root=reader.root, camera=reader.camera,
+                outlier=outlier, graspness_dir=os.path.abspath(reader.graspness_dir),
+                num_frames=len(per_frame['width']), num_points=int(sum(per_frame['num_points'])),
+                scenes=manifest_scenes, scene_sources=scene_sources)
+
+
+def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
+    try:
+        with open(os.path.join(store, MANIFEST)) as f:
+            manifest = json.load(f)
+        return manifest, np.load(os.path.join(store, 'fingerprints.npy'))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise FrameStoreError(f'{store}: unreadable manifest ({exc}); delete the folder and '
+                              f'rebuild') from exc
+
+
+def build_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
+                      cache_dir: Optional[str] = None, force: bool = False) -> FrameStore:
+    """Build (or rebuild) the frame store of ``reader``'s root and camera atomically and return
+    it opened; ``outlier=None`` stores the cloud without the workspace mask.
+
+    Holds ``<store>.lock`` while building, so concurrent builders wait and then reuse the
+    result; a build that dies leaves only a ``<store>.tmp-*`` folder, removed by the next build.
+    """
+    store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
+                             cache_dir)
+    try:
+        os.makedirs(os.path.dirname(store), exist_ok=True)
+        lock = open(store + '.lock', 'a')
+    except OSError as exc:
+        raise FrameStoreError(
+            f'cannot write the frame store under {os.path.dirname(store)} ({exc.strerror}); set '
+            f'MMGRASP_CACHE (or --cache) to a writable folder') from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _read_manifest(store)
+        if found is not None and not force and stale_reason(*found, reader, outlier) is None:
+            return FrameStore(store, found[0])  # another builder finished while we waited
+        for leftover in glob.glob(store + '.tmp-*') + glob.glob(store + '.old-*'):
+            shutil.rmtree(leftover, ignore_errors=True)
+        tmp, t0 = f'{store}.tmp-{os.getpid()}', time.time()
+        os.makedirs(tmp)
+        try:
+            manifest = _build_into(tmp, reader, outlier)
+            with open(os.path.join(tmp, MANIFEST), 'w') as f:
+                json.dump(manifest, f, indent=1)
+            if os.path.exists(store):
+                os.rename(store, f'{store}.old-{os.getpid()}')
+            os.rename(tmp, store)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(f'{store}.old-{os.getpid()}', ignore_errors=True)
+        print_log(f'frame store: built {store} ({manifest["num_frames"]} frames, '
+                  f'{manifest["num_points"]} points) in {time.time() - t0:.1f}s',
+                  logger='current')
+        return FrameStore(store, manifest)
+
+
+def open_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
+                     cache_dir: Optional[str] = None, build: bool = True) -> FrameStore:
+    """Open the frame store of ``reader``'s root and camera; build it first when missing or
+    stale and ``build`` is set."""
+    store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
+                             cache_dir)
+    found = _read_manifest(store)
+    reason = 'it does not exist' if found is None else stale_reason(*found, reader, outlier)
+    if reason is None:
+        return FrameStore(store, found[0])
+    if not build:
+        raise FrameStoreError(
+            f'frame store {store} cannot be used: {reason}. Rebuild it with `python '
+            f'tools/data/build_frame_store.py {reader.root} --camera {reader.camera}`')
+    print_log(f'frame store {store}: {reason}; building it', logger='current')
+    return build_frame_store(reader, outlier, cache_dir, force=found is not None)

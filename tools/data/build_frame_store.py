@@ -1,0 +1,82 @@
+#!/usr/bin/env python
+"""Build the frame store of a GraspNet-1Billion root ahead of training.
+
+``LoadGraspScene(source='frames')`` builds it on first use; building it here once keeps the
+decoding of every frame out of the first run. The store is made for the recipes' mask (depth > 0
+and the workspace box, outlier 0.02 m) and the default graspness folder; other settings get
+their own store on first use.
+
+Usage:
+    python tools/data/build_frame_store.py DATA_ROOT [--camera realsense kinect] [--cache DIR]
+        [--force]
+
+Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
+built. ``--camera`` defaults to every camera with scenes under DATA_ROOT; ``--cache`` to
+``$MMGRASP_CACHE`` (else ``~/.cache/mmgrasp``). Graspness files (tools/data/generate_graspness.py)
+should exist first: the store copies them, and is rebuilt when they appear later.
+"""
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional
+
+import numpy as np
+
+from mmgrasp.datasets.frame_store import (FrameStoreError, build_frame_store, camera_scenes,
+                                          open_frame_store)
+from mmgrasp.datasets.graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('root', metavar='DATA_ROOT', help='dataset root (holds scenes/)')
+    p.add_argument('--camera', nargs='+', choices=CAMERAS, default=None,
+                   help='cameras to build (default: every camera with scenes)')
+    p.add_argument('--cache', default=None, help='folder holding the stores '
+                                                 '(default $MMGRASP_CACHE or ~/.cache/mmgrasp)')
+    p.add_argument('--force', action='store_true', help='rebuild even when the store is current')
+    return p.parse_args(argv)
+
+
+def mib(nbytes: int) -> str:
+    return f'{nbytes / 2 ** 20:.1f} MiB'
+
+
+def report(store, elapsed: float) -> None:
+    """Store size on disk against the files it replaces (sizes recorded in its fingerprints)."""
+    stored = sum(os.path.getsize(os.path.join(store.path, name))
+                 for name in os.listdir(store.path))
+    sizes = np.load(os.path.join(store.path, 'fingerprints.npy'))[:, :, 0]
+    images = int(sizes[:, :3].sum())
+    graspness = int(sizes[:, 3].clip(min=0).sum())
+    with_graspness = np.count_nonzero(np.diff(store.graspness_offsets))
+    print(f'frame store: {store.path}')
+    print(f'frames: {len(store)}  masked points: {store.manifest["num_points"]}  '
+          f'with graspness: {with_graspness}  ({elapsed:.2f} s)')
+    print(f'on disk: {mib(stored)}; sources: depth/label PNG + meta MAT {mib(images)}, '
+          f'graspness {mib(graspness)} -> {stored / max(images + graspness, 1):.2f}x the sources')
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    if not os.path.isdir(args.root):
+        sys.exit(f'build_frame_store: error: dataset root {os.path.abspath(args.root)} is not a '
+                 f'directory')
+    try:
+        readers = [GraspNetReader(args.root, camera) for camera in args.camera or CAMERAS]
+        readers = [r for r in readers if args.camera or camera_scenes(r)]
+        for reader in readers:
+            t0 = time.perf_counter()
+            if args.force:
+                store = build_frame_store(reader, cache_dir=args.cache, force=True)
+            else:
+                store = open_frame_store(reader, cache_dir=args.cache)
+            report(store, time.perf_counter() - t0)
+    except (DatasetFileError, FrameStoreError, ValueError) as exc:
+        sys.exit(f'build_frame_store: error: {exc}')
+
+
+if __name__ == '__main__':
+    main()
