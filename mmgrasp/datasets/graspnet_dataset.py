@@ -65,7 +65,7 @@ class GraspNetDataset(BaseDataset):
         self._metainfo.setdefault('camera', camera)
         for transform in self.pipeline.transforms:
             if hasattr(transform, 'prepare'):  # e.g. build the label store before workers fork
-                transform.prepare(self.data_root)
+                transform.prepare(self.data_root, self.camera)
 
     def _scene_ids(self) -> List[int]:
         present = self.reader.scene_ids(self.split)

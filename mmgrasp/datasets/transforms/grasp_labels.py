@@ -91,8 +91,9 @@ class SampleGraspLabels(BaseTransform):
                     collision=self.collision, tolerance=self.tolerance,
                     skip_objects=list(self.skip_objects))
 
-    def prepare(self, data_root: str) -> LabelStore:
-        """Open (and build when needed) the store in the main process, before workers fork."""
+    def prepare(self, data_root: str, camera: Optional[str] = None) -> LabelStore:
+        """Open (and build when needed) the store in the main process, before workers fork.
+        Labels are the same for every camera: ``camera`` is accepted and not needed."""
         return label_store_for(data_root, self.cache_dir, self.tolerance_dir)
 
     def _choose_rows(self, store: LabelStore, obj: int, pose: np.ndarray,
