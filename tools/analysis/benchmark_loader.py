@@ -46,6 +46,7 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
 from mmgrasp.datasets import label_maps
+from mmgrasp.datasets.deferred_reader import pop_map_copy_seconds
 from mmgrasp.datasets.label_store import open_label_store
 from mmgrasp.registry import DATASETS, MODELS
 
@@ -54,7 +55,8 @@ ROWS = [('loader_fps', 'loader frames/s', 1), ('batch_mib', 'batch leaving a wor
         ('first_batch_s', 'time to the first batch (s)', 1),
         ('to_device_ms', 'batch.to(device) (ms)', 1), ('forward_ms', 'forward (ms)', 1)] + \
        [(f'{p}_ms', f'  {p.replace("_", " ")} (ms)', 1) for p in PARTS] + \
-       [('backward_ms', 'backward (ms)', 1), ('optimizer_ms', 'optimizer step (ms)', 1),
+       [('map_copy_ms', '    of the assigner: copy out of the memory maps (ms)', 1),
+        ('backward_ms', 'backward (ms)', 1), ('optimizer_ms', 'optimizer step (ms)', 1),
         ('iteration_ms', 'iteration (ms)', 1), ('wait_ms', '  of it: wait for the loader (ms)', 1)]
 HIGHER_IS_BETTER = {'loader_fps'}
 
@@ -246,10 +248,12 @@ def run_storage(cfg: Config, args: argparse.Namespace, device: torch.device) -> 
         sync()
         t2 = time.perf_counter()
         model.timer.pop()
+        pop_map_copy_seconds()
         losses = model(**data, mode='loss')
         sync()
         t3 = time.perf_counter()
         parts = model.timer.pop()
+        map_copy = pop_map_copy_seconds()
         optim.zero_grad()
         sum(v for k, v in losses.items() if 'loss' in k).backward()
         sync()
@@ -261,6 +265,7 @@ def run_storage(cfg: Config, args: argparse.Namespace, device: torch.device) -> 
             continue
         times = dict(wait_ms=t1 - t0, to_device_ms=t2 - t1, forward_ms=t3 - t2,
                      backward_ms=t4 - t3, optimizer_ms=t5 - t4, iteration_ms=t5 - t0,
+                     map_copy_ms=map_copy,
                      **{f'{p}_ms': parts.get(p, 0.0) for p in PARTS})
         for key, value in times.items():
             sums[key] = sums.get(key, 0.0) + value * 1e3 / args.iterations
