@@ -16,7 +16,9 @@ class EpochAwareSampler(DefaultSampler):
 
     ``skip`` (set with :meth:`set_start`) drops the first ``skip`` indices of this rank's next
     epoch without loading them, for resuming mid-epoch; the next ``__iter__`` consumes it, and
-    ``__len__`` counts what that iteration will yield.
+    ``__len__`` counts what that iteration will yield — so between ``set_start`` and the first
+    batch, ``len(dataloader)`` is the shortened length (GraspEpochBasedTrainLoop reads the full
+    length before it calls ``set_start``).
 
     Args:
         dataset: the dataset.
