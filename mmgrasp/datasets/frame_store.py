@@ -30,13 +30,10 @@ atomically (temporary folder renamed into place under a lock) and checked agains
 (size, mtime) on every open; a stale store is rebuilt.
 """
 import contextlib
-import fcntl
-import glob
 import hashlib
 import io
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -44,11 +41,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
+from .derived_assets import MANIFEST, build_atomically
 from .graspnet_reader import NUM_SCENES, DatasetFileError, GraspNetReader
 from .label_store import default_cache_dir
 
 FORMAT_VERSION = 1
-MANIFEST = 'manifest.json'
 _IMAGE_FILES = ('depth', 'label', 'meta')
 _TRAJECTORY_FILES = ('camK.npy', 'camera_poses.npy', 'cam0_wrt_table.npy')
 _NPY_HEADER = 128  # bytes: numpy's v1.0 header of any 1-d shape
@@ -376,45 +373,21 @@ def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
 
 def build_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
                       cache_dir: Optional[str] = None, force: bool = False) -> FrameStore:
-    """Build (or rebuild) the frame store of ``reader``'s root and camera atomically and return
-    it opened; ``outlier=None`` stores the cloud without the workspace mask.
-
-    Holds ``<store>.lock`` while building, so concurrent builders wait and then reuse the
-    result; a build that dies leaves only a ``<store>.tmp-*`` folder, removed by the next build.
-    """
+    """Build (or rebuild) the frame store of ``reader``'s root and camera atomically (see
+    :mod:`.derived_assets`) and return it opened; ``outlier=None`` stores the cloud without the
+    workspace mask."""
     store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
                              cache_dir)
-    try:
-        os.makedirs(os.path.dirname(store), exist_ok=True)
-        lock = open(store + '.lock', 'a')
-    except OSError as exc:
-        raise FrameStoreError(
-            f'cannot write the frame store under {os.path.dirname(store)} ({exc.strerror}); set '
-            f'MMGRASP_CACHE (or --cache) to a writable folder') from exc
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def reuse() -> Optional[FrameStore]:
         found = _read_manifest(store)
-        if found is not None and not force and stale_reason(*found, reader, outlier) is None:
-            return FrameStore(store, found[0])  # another builder finished while we waited
-        for leftover in glob.glob(store + '.tmp-*') + glob.glob(store + '.old-*'):
-            shutil.rmtree(leftover, ignore_errors=True)
-        tmp, t0 = f'{store}.tmp-{os.getpid()}', time.time()
-        os.makedirs(tmp)
-        try:
-            manifest = _build_into(tmp, reader, outlier)
-            with open(os.path.join(tmp, MANIFEST), 'w') as f:
-                json.dump(manifest, f, indent=1)
-            if os.path.exists(store):
-                os.rename(store, f'{store}.old-{os.getpid()}')
-            os.rename(tmp, store)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(f'{store}.old-{os.getpid()}', ignore_errors=True)
-        print_log(f'frame store: built {store} ({manifest["num_frames"]} frames, '
-                  f'{manifest["num_points"]} points) in {time.time() - t0:.1f}s',
-                  logger='current')
-        return FrameStore(store, manifest)
+        if found is None or force or stale_reason(*found, reader, outlier) is not None:
+            return None
+        return FrameStore(store, found[0])
+
+    return build_atomically(store, 'frame store', FrameStoreError, reuse,
+                            lambda tmp: _build_into(tmp, reader, outlier),
+                            lambda manifest: FrameStore(store, manifest))
 
 
 def open_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,

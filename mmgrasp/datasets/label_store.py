@@ -20,12 +20,10 @@ A store is built atomically (a temporary folder renamed into place under a lock 
 checked against its sources' (size, mtime) on every open: a stale or foreign store is rebuilt
 (``build=True``) or refused with a message that says how to rebuild it.
 """
-import fcntl
 import glob
 import hashlib
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -33,11 +31,11 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
+from .derived_assets import MANIFEST, build_atomically
 from .graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
 
 FORMAT_VERSION = 1
 COLLISION_BITORDER = 'little'
-MANIFEST = 'manifest.json'
 
 
 class LabelStoreError(RuntimeError):
@@ -280,49 +278,24 @@ def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
 
 def build_label_store(root: str, cache_dir: Optional[str] = None,
                       tolerance_dir: Optional[str] = None, force: bool = False) -> LabelStore:
-    """Build (or rebuild) the store of ``root`` atomically and return it opened.
-
-    Holds ``<store>.lock`` while building, so concurrent builders wait and then reuse the
-    result; a build that dies leaves only a ``<store>.tmp-*`` folder, removed by the next build.
-    """
+    """Build (or rebuild) the store of ``root`` atomically (see :mod:`.derived_assets`) and
+    return it opened."""
     reader = GraspNetReader(root, tolerance_dir=tolerance_dir)  # a bad root fails before any write
+    scenes = _scenes_with_collision(reader.root)
+    if not scenes:
+        raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
+                               'no scene_%04d/collision_labels.npz found')
     store = store_path_for(root, cache_dir)
-    parent = os.path.dirname(store)
-    try:
-        os.makedirs(parent, exist_ok=True)
-        lock = open(store + '.lock', 'a')
-    except OSError as exc:
-        raise LabelStoreError(
-            f'cannot write the label store under {parent} ({exc.strerror}); set MMGRASP_CACHE '
-            f'(or --cache) to a writable folder, or build the store elsewhere and copy it') from exc
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def reuse() -> Optional[LabelStore]:
         manifest = _read_manifest(store)
-        if manifest is not None and not force and stale_reason(store, manifest, root) is None:
-            return LabelStore(store, manifest)  # another builder finished while we waited
-        for leftover in glob.glob(store + '.tmp-*') + glob.glob(store + '.old-*'):
-            shutil.rmtree(leftover, ignore_errors=True)
-        scenes = _scenes_with_collision(reader.root)
-        if not scenes:
-            raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
-                                   'no scene_%04d/collision_labels.npz found')
-        tmp = f'{store}.tmp-{os.getpid()}'
-        os.makedirs(tmp)
-        t0 = time.time()
-        try:
-            manifest = _build_into(tmp, reader, scenes)
-            with open(os.path.join(tmp, MANIFEST + '.tmp'), 'w') as f:
-                json.dump(manifest, f, indent=1)
-            os.rename(os.path.join(tmp, MANIFEST + '.tmp'), os.path.join(tmp, MANIFEST))
-            if os.path.exists(store):
-                os.rename(store, f'{store}.old-{os.getpid()}')
-            os.rename(tmp, store)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(f'{store}.old-{os.getpid()}', ignore_errors=True)
-        print_log(f'label store: built {store} in {time.time() - t0:.1f}s', logger='current')
+        if manifest is None or force or stale_reason(store, manifest, root) is not None:
+            return None
         return LabelStore(store, manifest)
+
+    return build_atomically(store, 'label store', LabelStoreError, reuse,
+                            lambda tmp: _build_into(tmp, reader, scenes),
+                            lambda manifest: LabelStore(store, manifest))
 
 
 def open_label_store(root: str, cache_dir: Optional[str] = None,
