@@ -48,3 +48,22 @@ def make_dataset(synthetic_root):
         return GraspNetDataset(synthetic_root, pipeline=pipeline, seed=3)
 
     return make
+
+
+@pytest.fixture(scope='session')
+def tiny_gsnet():
+    """Factory of a small GSNet for the synthetic 5 x 3 x 3 grid; same weights every call."""
+    import torch
+
+    from mmgrasp.registry import MODELS, build_in_scope
+
+    def build():
+        torch.manual_seed(0)
+        return build_in_scope(MODELS, dict(
+            type='GSNet', num_seeds=64, num_views=5, num_angles=3, num_depths=3,
+            backbone=dict(type='SparseUNet14', channels=(8, 8, 16, 16, 16, 8, 8, 8),
+                          out_channels=32),
+            crop=dict(channels=(32, 32)),
+            assigner=dict(type='NearestLabelAssigner', num_views=5)))
+
+    return build

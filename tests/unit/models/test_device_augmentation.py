@@ -27,16 +27,6 @@ def batch(root: str, apply: str, frames=FRAMES) -> dict:
     return pseudo_collate([dataset[i] for i in frames])
 
 
-def build_gsnet():
-    torch.manual_seed(0)
-    return MODELS.build(dict(
-        type='GSNet', num_seeds=64, num_views=5, num_angles=3, num_depths=3,
-        backbone=dict(type='SparseUNet14', channels=(8, 8, 16, 16, 16, 8, 8, 8),
-                      out_channels=32),
-        crop=dict(channels=(32, 32)),
-        assigner=dict(type='NearestLabelAssigner', num_views=5)))
-
-
 def test_device_mode_draws_the_same_matrix_and_applies_nothing():
     points = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
     poses = np.random.default_rng(1).normal(size=(3, 3, 4)).astype(np.float32)
@@ -81,10 +71,10 @@ def test_preprocessor_applies_the_worker_arithmetic(synthetic_root):
     assert not torch.equal(device['points'][0], unaugmented)
 
 
-def test_gsnet_training_step_identical(synthetic_root):
+def test_gsnet_training_step_identical(synthetic_root, tiny_gsnet):
     results = {}
     for apply in ('worker', 'device'):
-        model = build_gsnet()
+        model = tiny_gsnet()
         data = model.data_preprocessor(batch(synthetic_root, apply, FRAMES[:2]), True)
         losses = model(**data, mode='loss')
         model.zero_grad()

@@ -9,16 +9,6 @@ from mmgrasp.registry import MODELS
 FRAMES = [(0, 0), (0, 4), (1, 2)]
 
 
-def build_gsnet():
-    torch.manual_seed(0)
-    return MODELS.build(dict(
-        type='GSNet', num_seeds=64, num_views=5, num_angles=3, num_depths=3,
-        backbone=dict(type='SparseUNet14', channels=(8, 8, 16, 16, 16, 8, 8, 8),
-                      out_channels=32),
-        crop=dict(channels=(32, 32)),
-        assigner=dict(type='NearestLabelAssigner', num_views=5)))
-
-
 def train_step(model, dataset):
     data = model.data_preprocessor(pseudo_collate([dataset[i] for i in FRAMES]), True)
     losses = model(**data, mode='loss')
@@ -27,10 +17,10 @@ def train_step(model, dataset):
     return losses, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def test_training_step_identical_across_storages(make_dataset):
+def test_training_step_identical_across_storages(make_dataset, tiny_gsnet):
     results = {}
     for grids in ('dense', 'deferred'):
-        results[grids] = train_step(build_gsnet(), make_dataset(grids, num_points=1200))
+        results[grids] = train_step(tiny_gsnet(), make_dataset(grids, num_points=1200))
     (loss_a, grad_a), (loss_b, grad_b) = results['dense'], results['deferred']
     assert loss_a.keys() == loss_b.keys() == {'loss_objectness', 'loss_graspness', 'loss_view',
                                               'loss_score', 'loss_width'}
@@ -43,15 +33,15 @@ def test_training_step_identical_across_storages(make_dataset):
         assert torch.equal(grad_a[name], grad_b[name]), name
 
 
-def test_training_step_reports_part_times(make_dataset):
-    model = build_gsnet()
+def test_training_step_reports_part_times(make_dataset, tiny_gsnet):
+    model = tiny_gsnet()
     train_step(model, make_dataset('deferred', num_points=1200))
     assert set(model.timer.pop()) == {'backbone', 'seed_selection', 'view', 'assigner',
                                       'grouper', 'head', 'losses'}
 
 
-def test_predict_writes_well_formed_grasps(make_dataset):
-    model = build_gsnet().eval()
+def test_predict_writes_well_formed_grasps(make_dataset, tiny_gsnet):
+    model = tiny_gsnet().eval()
     data = model.data_preprocessor(pseudo_collate([make_dataset('deferred')[0]]), False)
     with torch.no_grad():
         (sample,) = model(**data, mode='predict')
