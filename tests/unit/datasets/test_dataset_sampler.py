@@ -13,21 +13,11 @@ import mmgrasp.datasets.transforms.formatting  # noqa: F401
 import mmgrasp.datasets.transforms.loading  # noqa: F401
 from mmgrasp.datasets.graspnet_dataset import GraspNetDataset
 from mmgrasp.datasets.samplers import EpochAwareSampler
-from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from mmgrasp.registry import DATA_SAMPLERS, DATASETS
 
 PIPELINE = [dict(type='LoadGraspScene', num_points=1000),
             dict(type='RandomFlipRotateScene'),
             dict(type='PackGraspInputs')]
-
-
-@pytest.fixture(scope='session')
-def synthetic_root(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp('dataset') / 'graspnet')
-    write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
-                            grid=(6, 3, 2), image_size=(320, 180), cameras=('realsense',),
-                            duplicates=0, seed=0, progress=False)
-    return root
 
 
 class Record:

@@ -8,22 +8,12 @@ import torch
 
 from mmgrasp.datasets.graspnet_reader import (CameraTrajectory, DatasetFileError, FrameMeta,
                                                GraspNetReader)
-from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from mmgrasp.datasets.transforms.augmentation import RandomFlipRotateScene
 from mmgrasp.datasets.transforms.formatting import PackGraspInputs
 from mmgrasp.datasets.transforms.loading import LoadGraspScene, depth_to_cloud, workspace_mask
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.utils.random import sample_rng
-
-
-@pytest.fixture(scope='session')
-def synthetic_root(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp('loading') / 'graspnet')
-    write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
-                            grid=(6, 3, 2), image_size=(320, 180), cameras=('realsense',),
-                            duplicates=0, seed=0, progress=False)
-    return root
 
 
 def reference_masked_cloud(reader, scene, frame, outlier=0.02):
