@@ -15,7 +15,7 @@ from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
 from mmgrasp.registry import RUNNERS
-from mmgrasp.utils import register_all_modules
+from mmgrasp.utils import apply_cli_options, register_all_modules
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -32,13 +32,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     register_all_modules(False)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg = apply_cli_options(Config.fromfile(args.config), args.config, args.cfg_options,
+                            args.work_dir)
     for key in ('test_dataloader', 'test_cfg', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config}: no {key}; the dataset base configs define one')

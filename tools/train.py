@@ -6,7 +6,6 @@ CPU-only machine the processes talk over gloo (see :func:`setup_cpu_distributed`
 import argparse
 import logging
 import os
-import os.path as osp
 import subprocess
 from typing import Optional, Sequence
 
@@ -18,7 +17,7 @@ from mmengine.logging import print_log
 from mmengine.runner import Runner
 
 from mmgrasp.registry import RUNNERS
-from mmgrasp.utils import register_all_modules
+from mmgrasp.utils import apply_cli_options, register_all_modules
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -48,13 +47,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     """Apply the command line to the config (CLI > config file > defaults)."""
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    apply_cli_options(cfg, args.config, args.cfg_options, args.work_dir)
 
     if args.amp:
         wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
