@@ -1,5 +1,13 @@
-"""Shared fixtures: one small synthetic dataset per session, a private label-store cache."""
+"""Shared fixtures: one small synthetic dataset per session, a private label-store cache.
+
+The session dataset is read-only for tests: after every test, the files of each session
+dataset created so far are compared with their (size, mtime) at creation, and at the end of
+the session with their content hashes; a test that wrote, added or removed a file fails,
+naming the files. Copy the dataset to ``tmp_path`` before changing it.
+"""
+import hashlib
 import os
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -7,6 +15,50 @@ from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
 # A grid whose V·A·D (45) is not a multiple of 8, so packed collision rows end mid-byte.
 SMALL_GRID = (5, 3, 3)
+
+# (root, {relative path: (size, mtime_ns)}) of every session dataset created so far
+_read_only_roots: List[Tuple[str, Dict[str, Tuple[int, int]]]] = []
+
+
+def tree_stats(root: str) -> Dict[str, Tuple[int, int]]:
+    """(size, mtime_ns) of every file under ``root``, by relative path."""
+    stats = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            st = os.stat(path)
+            stats[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
+    return stats
+
+
+def tree_hashes(root: str) -> Dict[str, str]:
+    """sha1 of every file under ``root``, by relative path."""
+    hashes = {}
+    for rel in tree_stats(root):
+        with open(os.path.join(root, rel), 'rb') as f:
+            hashes[rel] = hashlib.sha1(f.read()).hexdigest()
+    return hashes
+
+
+def changed_files(before: Dict[str, object], after: Dict[str, object]) -> List[str]:
+    """Files added, removed or different between two snapshots, described."""
+    return ([f'{rel} (changed)' for rel in sorted(before.keys() & after.keys())
+             if before[rel] != after[rel]]
+            + [f'{rel} (added)' for rel in sorted(after.keys() - before.keys())]
+            + [f'{rel} (removed)' for rel in sorted(before.keys() - after.keys())])
+
+
+@pytest.fixture(autouse=True)
+def _session_data_unchanged(request):
+    """Fail the test that changed a session dataset (cheap: stat calls only)."""
+    yield
+    for root, stats in _read_only_roots:
+        changed = changed_files(stats, tree_stats(root))
+        if changed:
+            stats.clear()
+            stats.update(tree_stats(root))  # report each change once, in the test that made it
+            pytest.fail(f'{request.node.nodeid} changed the session dataset {root} (copy it to '
+                        f'tmp_path first): {", ".join(changed)}', pytrace=False)
 
 
 @pytest.fixture(scope='session', autouse=True)
@@ -22,7 +74,7 @@ def _private_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
-def synthetic_root(tmp_path_factory) -> str:
+def synthetic_root(tmp_path_factory):
     """2 scenes × 3 frames, 4 objects per scene, one model twice in scene 0, small grid."""
     root = str(tmp_path_factory.mktemp('synthetic') / 'graspnet')
     write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
@@ -30,7 +82,13 @@ def synthetic_root(tmp_path_factory) -> str:
                             duplicates=1, seed=0, progress=False)
     from mmgrasp.datasets.graspness import generate_graspness
     generate_graspness(root)
-    return root
+    _read_only_roots.append((root, tree_stats(root)))
+    hashes = tree_hashes(root)
+    yield root
+    changed = changed_files(hashes, tree_hashes(root))
+    if changed:
+        pytest.fail(f'the session dataset {root} changed during the session: {", ".join(changed)}',
+                    pytrace=False)
 
 
 @pytest.fixture(scope='session')

@@ -158,8 +158,9 @@ def test_load_without_workspace_keeps_every_reading():
     assert sorted(out['point_index']) == list(range(11))
 
 
-def test_load_synthetic_matches_reference_and_graspness_alignment(synthetic_root):
-    reader = GraspNetReader(synthetic_root)
+def test_load_synthetic_matches_reference_and_graspness_alignment(synthetic_root, tmp_path):
+    # the graspness file under test goes to a folder of the test's own, never the session data
+    reader = GraspNetReader(synthetic_root, graspness_dir=str(tmp_path / 'graspness'))
     expected_cloud, expected_seg = reference_masked_cloud(reader, 1, 2)
     # graspness file in masked-cloud order, encoding the row number
     path = reader.graspness_path(1, 2)
