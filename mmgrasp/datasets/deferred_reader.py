@@ -13,8 +13,13 @@ whole batch of requests at once:
 3. that buffer goes to the device in one transfer; there the collision bits are unpacked and
    written into the scores as zeros, tolerance levels become radii, and rows are expanded to
    the requests that share them, in request order.
+
+Gathers may run on several threads at once (``nn.DataParallel``, a thread pool): each borrows
+a buffer of its own from a small pool for the whole read, so no two reads share one.
 """
+import contextlib
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -59,17 +64,38 @@ class ReadBuffer:
         return out
 
 
-_buffer = ReadBuffer()
+class BufferPool:
+    """Read buffers lent to one gather at a time. A single-threaded run reuses one buffer for
+    every read; concurrent gathers get one each, and keep them for later reads (threads of
+    ``nn.DataParallel`` are new at every forward, their buffers are not)."""
+
+    def __init__(self):
+        self._free: List[ReadBuffer] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def borrow(self):
+        with self._lock:
+            buffer = self._free.pop() if self._free else ReadBuffer()
+        try:
+            yield buffer
+        finally:
+            with self._lock:
+                self._free.append(buffer)
+
+
+_buffers = BufferPool()
 _map_copy_seconds = 0.0
+_seconds_lock = threading.Lock()
 
 
-def _forget_parent_buffer() -> None:
-    """A forked worker starts without the parent's buffer (and, see label_maps, its maps)."""
-    global _buffer
-    _buffer = ReadBuffer()
+def _forget_parent_buffers() -> None:
+    """A forked worker starts without the parent's buffers (and, see label_maps, its maps)."""
+    global _buffers, _seconds_lock
+    _buffers, _seconds_lock = BufferPool(), threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_parent_buffer)
+os.register_at_fork(after_in_child=_forget_parent_buffers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,14 +220,16 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
             raise IndexError(f'{path}: row {segment[-1]} requested but the file has {len(table)} '
                              f'rows of {row_shape}; the label store does not match this record')
         np.take(table, segment, axis=0, out=out[start:stop], mode='clip')
-    _map_copy_seconds += time.perf_counter() - begin
+    with _seconds_lock:
+        _map_copy_seconds += time.perf_counter() - begin
 
 
 def pop_map_copy_seconds() -> float:
     """Seconds this process spent copying rows out of the memory maps since the last call
     (benchmarks report it as the share of the assigner that is the deferred read)."""
     global _map_copy_seconds
-    seconds, _map_copy_seconds = _map_copy_seconds, 0.0
+    with _seconds_lock:
+        seconds, _map_copy_seconds = _map_copy_seconds, 0.0
     return seconds
 
 
@@ -293,25 +321,26 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
     if views is not None and views.dim() == 2:
         transfer.add('views', np.int64, views_np.shape)
 
-    host = _buffer.acquire(transfer.nbytes)
-    staged = transfer.host_views(host)
-    if 'values' in plan:
-        files, pair_file, pair_key, row_shape = plan['values']
-        read_rows(files, pair_file, pair_key, row_shape, staged['values'])
-        staged['values_index'][:] = inverse
-    if 'collision' in plan:
-        files, c_file, c_key, row_shape = plan['collision']
-        read_rows(files, c_file, c_key, row_shape, staged['collision'])
-        staged['collision_index'][:] = c_inverse
-    if name == 'tolerance':
-        staged['radii'][:] = np.concatenate(radii)
-        staged['radius_start'][:] = radius_start[owner_np]
-    if 'views' in staged:
-        staged['views'][:] = views_np
-    on_device = transfer.device_views(_buffer.to_device(host, device))
-    if cell_views is not None:
-        on_device['cell_views'] = views
-    return _assemble(on_device, name, grid)
+    with _buffers.borrow() as buffer:  # until the rows are expanded into new memory
+        host = buffer.acquire(transfer.nbytes)
+        staged = transfer.host_views(host)
+        if 'values' in plan:
+            files, pair_file, pair_key, row_shape = plan['values']
+            read_rows(files, pair_file, pair_key, row_shape, staged['values'])
+            staged['values_index'][:] = inverse
+        if 'collision' in plan:
+            files, c_file, c_key, row_shape = plan['collision']
+            read_rows(files, c_file, c_key, row_shape, staged['collision'])
+            staged['collision_index'][:] = c_inverse
+        if name == 'tolerance':
+            staged['radii'][:] = np.concatenate(radii)
+            staged['radius_start'][:] = radius_start[owner_np]
+        if 'views' in staged:
+            staged['views'][:] = views_np
+        on_device = transfer.device_views(buffer.to_device(host, device))
+        if cell_views is not None:
+            on_device['cell_views'] = views
+        return _assemble(on_device, name, grid)
 
 
 def _expand(rows: Tensor, index: Tensor, views: Optional[Tensor]) -> Tensor:

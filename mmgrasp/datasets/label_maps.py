@@ -14,6 +14,7 @@ cache, and checked against the file on disk at every use.
   silently. (Truncation *during* a copy cannot be caught this way and kills the process with
   SIGBUS; do not rebuild a store under a running job.)
 - **Fork-safe.** A forked DataLoader worker starts with no maps and no read-ahead threads.
+- **Thread-safe.** One lock guards the cache, so a threaded forward can share it.
 """
 import os
 import resource
@@ -113,6 +114,7 @@ class MapCache:
         self.limit = limit or open_map_limit()
         self._maps: 'OrderedDict[str, _Mapped]' = OrderedDict()
         self._seen: Set[str] = set()
+        self._lock = threading.Lock()
         enabled = read_ahead_enabled() if read_ahead is None else read_ahead
         self.read_ahead = ReadAhead() if enabled else None
 
@@ -120,6 +122,10 @@ class MapCache:
         return len(self._maps)
 
     def get(self, path: str) -> np.ndarray:
+        with self._lock:
+            return self._get(path)
+
+    def _get(self, path: str) -> np.ndarray:
         identity = _identity(path)
         mapped = self._maps.pop(path, None)
         if mapped is not None and mapped.identity != identity:

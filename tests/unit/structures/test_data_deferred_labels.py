@@ -185,7 +185,7 @@ def test_mutations_are_caught(synthetic_root, monkeypatch, mutation):
     target, value = MUTATIONS[mutation]
     if target == 'ReadBuffer.acquire':
         monkeypatch.setattr(deferred_reader.ReadBuffer, 'acquire', value)
-        monkeypatch.setattr(deferred_reader, '_buffer', deferred_reader.ReadBuffer())
+        monkeypatch.setattr(deferred_reader, '_buffers', deferred_reader.BufferPool())
     else:
         monkeypatch.setattr(deferred_reader, target, value)
     with pytest.raises((AssertionError, ValueError, IndexError, RuntimeError)):
