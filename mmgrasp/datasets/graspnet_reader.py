@@ -7,7 +7,7 @@ Every error names the file and what is wrong with it.
 import os
 import zipfile
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -139,6 +139,8 @@ class GraspNetReader:
         self.tolerance_dir = tolerance_dir or os.path.join(self.root, 'tolerance')
         self.graspness_dir = graspness_dir or os.path.join(self.root, 'graspness')
         self._trajectories: Dict[int, CameraTrajectory] = {}
+        self._scene_objects: Dict[int, Tuple[int, ...]] = {}
+        self._collision_counts: Dict[int, Optional[int]] = {}
 
     # ---------------------------------------------------------------- paths
     @staticmethod
@@ -202,6 +204,29 @@ class GraspNetReader:
         except ValueError as exc:
             raise DatasetFileError(path, f'expected one integer object id per line ({exc})') from exc
         return ids
+
+    def check_frame_objects(self, scene: int, object_ids: Sequence[int], meta_path: str) -> None:
+        """Refuse a frame whose meta lists other objects, or the same in another order, than
+        its scene's ``object_id_list.txt`` and collision file: collision arrays (and every
+        per-instance lookup) are matched to a frame's objects by position. Cheap: the scene's
+        list and array count are read once per reader."""
+        if scene not in self._scene_objects:
+            self._scene_objects[scene] = tuple(int(o) for o in self.scene_object_ids(scene))
+            collision = self.collision_label_path(scene)
+            if os.path.isfile(collision):
+                with _NpzArchive(collision) as npz:
+                    self._collision_counts[scene] = len(npz.files)
+        listed, ids = self._scene_objects[scene], tuple(int(o) for o in object_ids)
+        if ids != listed:
+            raise DatasetFileError(meta_path, f'cls_indexes list objects {list(ids)} (0-based) '
+                                              f'but object_id_list.txt of scene {scene} lists '
+                                              f'{list(listed)}: collision arrays are matched '
+                                              f'to objects by position, so they must agree')
+        count = self._collision_counts.get(scene)
+        if count is not None and count != len(ids):
+            raise DatasetFileError(meta_path, f'lists {len(ids)} objects but '
+                                              f'{self.collision_label_path(scene)} has {count} '
+                                              f'arrays (one per object of object_id_list.txt)')
 
     def trajectory(self, scene: int) -> CameraTrajectory:
         if scene not in self._trajectories:

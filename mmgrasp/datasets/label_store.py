@@ -152,6 +152,7 @@ def _source_files(reader: GraspNetReader, scenes: Iterable[int],
     for scene in scenes:
         files.append(reader.collision_label_path(scene))
         files.append(_first_meta(reader, scene))
+        files.append(os.path.join(reader.scene_dir(scene), 'object_id_list.txt'))
     return files
 
 
@@ -223,6 +224,8 @@ def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.
 
 def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
     metas = {scene: reader.load_meta_file(_first_meta(reader, scene)) for scene in scenes}
+    for scene, meta in metas.items():  # frames read later are checked against the same list
+        reader.check_frame_objects(scene, meta.object_ids, _first_meta(reader, scene))
     objects = sorted({int(o) for m in metas.values() for o in m.object_ids})
     grid = None
     manifest_objects, num_points = {}, {}

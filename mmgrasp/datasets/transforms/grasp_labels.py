@@ -9,6 +9,7 @@ from scipy.spatial import cKDTree
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
 from ..deferred_reader import StoreGrids
+from ..graspnet_reader import DatasetFileError
 from ..label_maps import open_maps
 from ..label_store import LabelStore, open_label_store, unpack_rows, zero_where
 
@@ -127,9 +128,26 @@ class SampleGraspLabels(BaseTransform):
                     zero_where(grids['tolerance'], collided)
         return {name: torch.from_numpy(np.ascontiguousarray(g)) for name, g in grids.items()}
 
+    @staticmethod
+    def _check_objects(store: LabelStore, scene: int, results: dict) -> None:
+        """The store's collision rows of a scene follow its object list (checked against the
+        collision file when the store was built): a frame listing other objects would read
+        another instance's rows."""
+        ids = tuple(int(o) for o in results['object_ids'])
+        listed = store.scenes[scene].object_ids if scene in store.scenes else None
+        if ids != listed:
+            reader = results.get('reader')
+            where = (reader.frame_path(scene, 'meta', int(results['frame'])) if reader is not None
+                     else f'scene {scene} frame {results.get("frame")}')
+            raise DatasetFileError(where, f'cls_indexes list objects {list(ids)} (0-based) but '
+                                          f'the label store {store.path} holds collision rows '
+                                          f'of scene {scene} for {listed} (its object_id_list.txt'
+                                          f' order)')
+
     def transform(self, results: dict) -> dict:
         store = self.prepare(results['data_root'])
         seg, rng, scene = results['seg'], results['rng'], int(results['scene'])
+        self._check_objects(store, scene, results)
         labels, instances = [], []
         for i, (obj, pose) in enumerate(zip(results['object_ids'], results['poses'])):
             obj = int(obj)

@@ -73,7 +73,8 @@ class LoadGraspScene(BaseTransform):
     - objectness (np.int64, (N,)): seg > 0
     - point_index (np.int64, (N,)): row of each point in the masked cloud
     - graspness (np.float32, (N,)): only with ``with_graspness``
-    - object_ids (np.int64, (M,)): 0-based, in meta order
+    - object_ids (np.int64, (M,)): 0-based, in meta order, which must be the scene's
+      ``object_id_list.txt`` order (checked for every frame: collision arrays follow it)
     - poses (np.float32, (M, 3, 4)): model -> camera
     - instance_index (np.int64, (M,)): position in meta ``cls_indexes`` (collision arrays)
     - camera_to_table (np.float64, (4, 4))
@@ -138,6 +139,7 @@ class LoadGraspScene(BaseTransform):
             arrays = self.frame_store(reader).frame(scene, frame)
         else:
             arrays = read_frame(reader, scene, frame, self._mask_outlier, self.with_graspness)
+        reader.check_frame_objects(scene, arrays.object_ids, reader.frame_path(scene, 'meta', frame))
         num_masked = len(arrays.pixels)
         if num_masked == 0:
             raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): no point left after '

@@ -152,3 +152,53 @@ def test_meta_with_bad_ids(dataset_copy):
     scipy.io.savemat(path, {k: v for k, v in mat.items() if not k.startswith('__')})
     with pytest.raises(DatasetFileError, match="'poses' has shape"):
         reader.load_meta(0, 0)
+
+
+def _rewrite_meta_objects(path, order):
+    """Rewrite a meta file's cls_indexes and poses as ``order`` (positions of the original list,
+    -1 adds an object the scene does not hold, with the first object's pose)."""
+    mat = scipy.io.loadmat(path)
+    cls, poses = mat['cls_indexes'].reshape(-1), mat['poses']
+    absent = next(i for i in range(1, 89) if i not in cls)
+    mat['cls_indexes'] = np.array([[cls[i] if i >= 0 else absent for i in order]], np.int64)
+    mat['poses'] = np.stack([poses[:, :, max(i, 0)] for i in order], axis=2)
+    scipy.io.savemat(path, {k: v for k, v in mat.items() if not k.startswith('__')})
+
+
+@pytest.mark.parametrize('change', ['one_more', 'one_fewer', 'swapped'])
+@pytest.mark.parametrize('source', ['files', 'frames'])
+def test_every_frame_objects_are_checked_against_the_scene(dataset_copy, tmp_path, change,
+                                                           source):
+    """A later frame (not 0000) whose meta lists the scene's objects differently is refused
+    with the meta file named, on both cloud sources and both grid storages."""
+    from mmgrasp.datasets import GraspNetDataset
+    reader = GraspNetReader(dataset_copy)
+    ids = reader.scene_object_ids(1).tolist()
+    assert len(set(ids)) == len(ids) == 4  # scene 1 holds 4 distinct objects
+    order = dict(one_more=[0, 1, 2, 3, -1], one_fewer=[1, 2, 3], swapped=[1, 0, 2, 3])[change]
+    path = reader.frame_path(1, 'meta', 2)
+    _rewrite_meta_objects(path, order)
+    for grids in ('dense', 'deferred'):
+        dataset = GraspNetDataset(dataset_copy, seed=0, pipeline=[
+            dict(type='LoadGraspScene', num_points=500, source=source,
+                 cache_dir=str(tmp_path / 'cache')),
+            dict(type='SampleGraspLabels', grids=grids, min_points=10, min_object_points=20,
+                 cache_dir=str(tmp_path / 'cache')),
+            dict(type='PackGraspInputs')])
+        dataset[4]  # scene 1 frame 1, unchanged, still loads
+        with pytest.raises(DatasetFileError, match=f'{path}: .*object_id_list.txt'):
+            dataset[5]  # scene 1 frame 2
+
+
+def test_label_transform_checks_objects_against_the_store(synthetic_root, tmp_path):
+    """SampleGraspLabels reads collision rows by position too: a frame's object list that is not
+    the store's scene list is refused, naming the meta file."""
+    from mmgrasp.datasets.transforms.grasp_labels import SampleGraspLabels
+    reader = GraspNetReader(synthetic_root)
+    transform = SampleGraspLabels(grids='deferred', cache_dir=str(tmp_path))
+    store = transform.prepare(synthetic_root)
+    ids = np.array(store.scenes[1].object_ids)
+    results = dict(object_ids=ids[[1, 0, 2, 3]], reader=reader, scene=1, frame=2)
+    with pytest.raises(DatasetFileError, match=f'{reader.frame_path(1, "meta", 2)}: .*label store'):
+        transform._check_objects(store, 1, results)
+    transform._check_objects(store, 1, dict(results, object_ids=ids))

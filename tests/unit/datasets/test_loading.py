@@ -70,6 +70,12 @@ class FakeReader:
     def graspness_path(self, scene, frame):
         return os.path.join(str(self.tmpdir), 'graspness.npy')
 
+    def frame_path(self, scene, kind, frame):
+        return os.path.join(str(self.tmpdir), f'{kind}.mat')
+
+    def check_frame_objects(self, scene, object_ids, meta_path):
+        assert list(object_ids) == [0, 1], meta_path  # the fake scene holds objects 0 and 1
+
 
 def fake_results(reader, seed=0, epoch=0, index=0):
     return dict(reader=reader, scene=0, frame=0, rng=sample_rng(seed, epoch, index))
