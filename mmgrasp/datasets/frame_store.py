@@ -26,8 +26,8 @@ Store layout (one folder per root, camera and mask settings, next to the label s
 Points are kept as raw depth and pixel index (6 bytes a point; a float32 cloud would take 12, for
 0.1 ms less a sample) and back-projected for the sampled points only, with the reference's
 float64 arithmetic (:func:`pixel_points`): the same values bit for bit. The store is built
-atomically (temporary folder renamed into place under a lock) and checked against its sources'
-(size, mtime) on every open; a stale store is rebuilt.
+atomically as a version beside the ones in use (see :mod:`.derived_assets`) and checked against
+its sources' (size, mtime) on every open; a stale store is rebuilt as a new version.
 """
 import contextlib
 import hashlib
@@ -41,7 +41,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from .derived_assets import MANIFEST, build_atomically
+from .derived_assets import MANIFEST, VersionHold, open_or_build
 from .graspnet_reader import NUM_SCENES, DatasetFileError, GraspNetReader
 from .label_store import default_cache_dir
 
@@ -210,8 +210,9 @@ class FrameStore:
     """An opened store: offsets and per-frame meta in memory, per-point arrays memory-mapped
     (forked workers share the maps)."""
 
-    def __init__(self, path: str, manifest: dict):
+    def __init__(self, path: str, manifest: dict, hold: Optional[VersionHold] = None):
         self.path, self.manifest = path, manifest
+        self.hold = hold  # keeps this version on disk while the store is in use
         self.rows: Dict[Tuple[int, int], int] = {
             (scene, frame): row for row, (scene, frame) in enumerate(_rows(manifest))}
         for name in ('point_offsets', 'graspness_offsets', 'graspness_rows', 'object_offsets',
@@ -373,36 +374,23 @@ def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
 
 def build_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
                       cache_dir: Optional[str] = None, force: bool = False) -> FrameStore:
-    """Build (or rebuild) the frame store of ``reader``'s root and camera atomically (see
-    :mod:`.derived_assets`) and return it opened; ``outlier=None`` stores the cloud without the
-    workspace mask."""
-    store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
-                             cache_dir)
-
-    def reuse() -> Optional[FrameStore]:
-        found = _read_manifest(store)
-        if found is None or force or stale_reason(*found, reader, outlier) is not None:
-            return None
-        return FrameStore(store, found[0])
-
-    return build_atomically(store, 'frame store', FrameStoreError, reuse,
-                            lambda tmp: _build_into(tmp, reader, outlier),
-                            lambda manifest: FrameStore(store, manifest))
+    """Build (or rebuild, with ``force``) the frame store of ``reader``'s root and camera as a new
+    version (see :mod:`.derived_assets`) unless an up-to-date one exists, and return it opened;
+    ``outlier=None`` stores the cloud without the workspace mask."""
+    return open_frame_store(reader, outlier, cache_dir, build=True, force=force)
 
 
 def open_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
-                     cache_dir: Optional[str] = None, build: bool = True) -> FrameStore:
+                     cache_dir: Optional[str] = None, build: bool = True,
+                     force: bool = False) -> FrameStore:
     """Open the frame store of ``reader``'s root and camera; build it first when missing or
     stale and ``build`` is set."""
     store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
                              cache_dir)
-    found = _read_manifest(store)
-    reason = 'it does not exist' if found is None else stale_reason(*found, reader, outlier)
-    if reason is None:
-        return FrameStore(store, found[0])
-    if not build:
-        raise FrameStoreError(
-            f'frame store {store} cannot be used: {reason}. Rebuild it with `python '
-            f'tools/data/build_frame_store.py {reader.root} --camera {reader.camera}`')
-    print_log(f'frame store {store}: {reason}; building it', logger='current')
-    return build_frame_store(reader, outlier, cache_dir, force=found is not None)
+    hint = (f'Rebuild it with `python tools/data/build_frame_store.py {reader.root} --camera '
+            f'{reader.camera}`')
+    return open_or_build(store, 'frame store', FrameStoreError, _read_manifest,
+                         lambda found: stale_reason(*found, reader, outlier),
+                         lambda tmp: _build_into(tmp, reader, outlier),
+                         lambda path, found, hold: FrameStore(path, found[0], hold),
+                         build=build, force=force, rebuild_hint=hint)

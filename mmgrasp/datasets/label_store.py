@@ -16,9 +16,12 @@ needs the paths, shapes and dtypes below)::
 Bit-packed rows use ``np.packbits(..., bitorder='little')`` over the flattened (V, A, D) cells:
 cell c lives in byte c // 8, bit c % 8 counted from the least significant bit.
 
-A store is built atomically (a temporary folder renamed into place under a lock file) and is
-checked against its sources' (size, mtime) on every open: a stale or foreign store is rebuilt
-(``build=True``) or refused with a message that says how to rebuild it.
+The store of a dataset root and tolerance folder lives in one cache folder (the key hashes both
+resolved paths) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
+beside the old one, which jobs still reading it keep. Every open checks the current version
+against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
+collision labels, frame 0's meta and object_id_list.txt of each scene. A stale or foreign store is
+rebuilt (``build=True``) or refused with a message that says how to rebuild it.
 """
 import glob
 import hashlib
@@ -31,7 +34,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from .derived_assets import MANIFEST, build_atomically
+from .derived_assets import MANIFEST, VersionHold, open_or_build
 from .graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
 
 FORMAT_VERSION = 1
@@ -75,10 +78,18 @@ def default_cache_dir() -> str:
     return os.path.join(base, 'mmgrasp')
 
 
-def store_path_for(root: str, cache_dir: Optional[str] = None) -> str:
-    """Where the store of dataset ``root`` lives: one folder per absolute root path."""
+def resolved_tolerance_dir(root: str, tolerance_dir: Optional[str] = None) -> str:
+    """The tolerance folder of a root (default ``<root>/tolerance``), links resolved."""
+    return os.path.realpath(tolerance_dir or os.path.join(os.path.abspath(root), 'tolerance'))
+
+
+def store_path_for(root: str, cache_dir: Optional[str] = None,
+                   tolerance_dir: Optional[str] = None) -> str:
+    """Where the store of dataset ``root`` lives: one folder per absolute root path and resolved
+    tolerance folder."""
     root = os.path.abspath(root)
-    key = hashlib.sha1(root.encode()).hexdigest()[:10]
+    key = hashlib.sha1(f'{root}|{resolved_tolerance_dir(root, tolerance_dir)}'.encode()
+                       ).hexdigest()[:10]
     name = f'labels-{os.path.basename(root.rstrip(os.sep)) or "root"}-{key}'
     return os.path.join(cache_dir or default_cache_dir(), name)
 
@@ -98,9 +109,10 @@ class SceneEntry:
 class LabelStore:
     """An opened, validated store. Cheap: reads the manifest only; label points on demand."""
 
-    def __init__(self, path: str, manifest: dict):
+    def __init__(self, path: str, manifest: dict, hold: Optional[VersionHold] = None):
         self.path = path
         self.manifest = manifest
+        self.hold = hold  # keeps this version on disk while the store is in use
         self.grid: Tuple[int, int, int] = tuple(manifest['grid'])
         self.objects: Dict[int, ObjectEntry] = {
             int(k): ObjectEntry(v['num_points'], v['has_tolerance'])
@@ -176,13 +188,21 @@ def _scenes_with_collision(root: str) -> List[int]:
     return [int(os.path.basename(os.path.dirname(p))[len('scene_'):]) for p in found]
 
 
-def stale_reason(store_path: str, manifest: dict, root: str) -> Optional[str]:
-    """Why a store may not be used for ``root`` (None when it may)."""
+def stale_reason(manifest: dict, root: str, tolerance_dir: Optional[str] = None
+                 ) -> Optional[str]:
+    """Why a store may not be used for ``root`` and ``tolerance_dir`` (None when it may)."""
     if manifest.get('format_version') != FORMAT_VERSION:
         return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
                 f'{FORMAT_VERSION}')
     if manifest.get('root') != os.path.abspath(root):
         return f'it was built from {manifest.get("root")}, not {os.path.abspath(root)}'
+    tolerance = resolved_tolerance_dir(root, tolerance_dir)
+    if manifest.get('tolerance_dir') != tolerance:
+        return f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not {tolerance}'
+    for key, entry in manifest['objects'].items():
+        path = os.path.join(tolerance, f'{key}_tolerance.npy')
+        if not entry['has_tolerance'] and os.path.exists(path):
+            return f'tolerance file {path} appeared since the store was built'
     for rel, fingerprint in manifest['sources'].items():
         path = os.path.join(manifest['root'], rel) if not os.path.isabs(rel) else rel
         if not os.path.exists(path):
@@ -195,6 +215,7 @@ def stale_reason(store_path: str, manifest: dict, root: str) -> Optional[str]:
 
 
 def _read_manifest(store_path: str) -> Optional[dict]:
+    """The manifest of a store version (None when it has none)."""
     path = os.path.join(store_path, MANIFEST)
     if not os.path.isfile(path):
         return None
@@ -271,7 +292,9 @@ def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
     sources = {}
     for path in _source_files(reader, scenes, objects):
         sources[os.path.relpath(path, reader.root)] = _fingerprint(path)
-    return dict(format_version=FORMAT_VERSION, root=reader.root, grid=list(grid or (0, 0, 0)),
+    return dict(format_version=FORMAT_VERSION, root=reader.root,
+                tolerance_dir=os.path.realpath(reader.tolerance_dir),
+                grid=list(grid or (0, 0, 0)),
                 collision_bitorder=COLLISION_BITORDER,
                 dtypes=dict(points='float32', scores='float32', widths='float32',
                             self_collision='uint8 packed', tolerance='uint8 level',
@@ -281,38 +304,28 @@ def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
 
 def build_label_store(root: str, cache_dir: Optional[str] = None,
                       tolerance_dir: Optional[str] = None, force: bool = False) -> LabelStore:
-    """Build (or rebuild) the store of ``root`` atomically (see :mod:`.derived_assets`) and
-    return it opened."""
-    reader = GraspNetReader(root, tolerance_dir=tolerance_dir)  # a bad root fails before any write
-    scenes = _scenes_with_collision(reader.root)
-    if not scenes:
-        raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
-                               'no scene_%04d/collision_labels.npz found')
-    store = store_path_for(root, cache_dir)
-
-    def reuse() -> Optional[LabelStore]:
-        manifest = _read_manifest(store)
-        if manifest is None or force or stale_reason(store, manifest, root) is not None:
-            return None
-        return LabelStore(store, manifest)
-
-    return build_atomically(store, 'label store', LabelStoreError, reuse,
-                            lambda tmp: _build_into(tmp, reader, scenes),
-                            lambda manifest: LabelStore(store, manifest))
+    """Build (or rebuild, with ``force``) the store of ``root`` as a new version (see
+    :mod:`.derived_assets`) unless an up-to-date one exists, and return it opened."""
+    return open_label_store(root, cache_dir, tolerance_dir, build=True, force=force)
 
 
 def open_label_store(root: str, cache_dir: Optional[str] = None,
-                     tolerance_dir: Optional[str] = None, build: bool = True) -> LabelStore:
+                     tolerance_dir: Optional[str] = None, build: bool = True,
+                     force: bool = False) -> LabelStore:
     """Open the store of ``root``; build it first when missing or stale and ``build`` is set."""
-    store = store_path_for(root, cache_dir)
-    manifest = _read_manifest(store)
-    reason = 'it does not exist' if manifest is None else stale_reason(store, manifest, root)
-    if reason is None:
-        return LabelStore(store, manifest)
-    if not build:
-        raise LabelStoreError(
-            f'label store {store} cannot be used: {reason}. Rebuild it with '
-            f'`python tools/data/build_label_store.py {os.path.abspath(root)}'
-            f'{" --cache " + cache_dir if cache_dir else ""}`')
-    print_log(f'label store {store}: {reason}; building it', logger='current')
-    return build_label_store(root, cache_dir, tolerance_dir, force=manifest is not None)
+    reader = GraspNetReader(root, tolerance_dir=tolerance_dir)  # a bad root fails before any write
+    store = store_path_for(root, cache_dir, tolerance_dir)
+
+    def build_into(tmp: str) -> dict:
+        scenes = _scenes_with_collision(reader.root)
+        if not scenes:
+            raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
+                                   'no scene_%04d/collision_labels.npz found')
+        return _build_into(tmp, reader, scenes)
+
+    hint = (f'Rebuild it with `python tools/data/build_label_store.py {os.path.abspath(root)}'
+            f'{" --cache " + cache_dir if cache_dir else ""}'
+            f'{" --tolerance-dir " + tolerance_dir if tolerance_dir else ""}`')
+    return open_or_build(store, 'label store', LabelStoreError, _read_manifest,
+                         lambda manifest: stale_reason(manifest, root, tolerance_dir),
+                         build_into, LabelStore, build=build, force=force, rebuild_hint=hint)

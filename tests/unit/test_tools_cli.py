@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 
+from mmgrasp.datasets.derived_assets import current_version
 from mmgrasp.datasets.label_store import store_path_for
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
@@ -35,7 +36,9 @@ def test_build_label_store_builds_then_reuses(tiny_root, tmp_path):
     assert store in first.stdout
     assert 'objects: 3' in first.stdout and 'scenes: 1' in first.stdout
     assert '(5, 3, 3)' in first.stdout and 'built in' in first.stdout
-    assert np.load(os.path.join(store, 'objects', os.listdir(os.path.join(store, 'objects'))[0],
+    version = current_version(store)
+    assert version in first.stdout
+    assert np.load(os.path.join(version, 'objects', os.listdir(os.path.join(version, 'objects'))[0],
                                 'scores.npy')).shape[1:] == (5, 3, 3)
 
     again = _run(tiny_root, '--cache', cache)

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import List, Optional
 
+from mmgrasp.datasets.derived_assets import current_version
 from mmgrasp.datasets.graspnet_reader import DatasetFileError
 from mmgrasp.datasets.label_store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
@@ -52,11 +53,12 @@ def disk_size(folder: str) -> int:
                for d, _, names in os.walk(folder) for name in names)
 
 
-def _manifest_stamp(store: str) -> Optional[int]:
-    """mtime of the manifest, or None: a new stamp after the call means the store was built."""
+def _manifest_stamp(version: Optional[str]) -> Optional[tuple]:
+    """Version folder and mtime of its manifest, or None: a new stamp after the call means the
+    store was built."""
     try:
-        return os.stat(os.path.join(store, MANIFEST)).st_mtime_ns
-    except FileNotFoundError:
+        return version, os.stat(os.path.join(version, MANIFEST)).st_mtime_ns
+    except (FileNotFoundError, TypeError):
         return None
 
 
@@ -65,8 +67,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not os.path.isdir(args.root):
         sys.exit(f'build_label_store: error: dataset root {os.path.abspath(args.root)} is not a '
                  f'directory')
-    path = store_path_for(args.root, args.cache)
-    before = _manifest_stamp(path)
+    path = store_path_for(args.root, args.cache, args.tolerance_dir)
+    before = _manifest_stamp(current_version(path))
     t0 = time.perf_counter()
     try:
         if args.force:

@@ -89,8 +89,10 @@ def test_vectorised_mask_equals_the_reference_mask(synthetic_root):
 def test_layout_and_memory_maps(synthetic_root, tmp_path):
     reader = GraspNetReader(synthetic_root)
     store = build_frame_store(reader, cache_dir=str(tmp_path))
-    assert os.path.basename(store.path).startswith('frames-graspnet-')
-    assert store.path.endswith('-realsense') and len(store) == 6
+    folder = os.path.dirname(store.path)  # the store's folder holds its versions
+    assert folder == frame_store_path(synthetic_root, 'realsense', 0.02, None, str(tmp_path))
+    assert os.path.basename(folder).startswith('frames-graspnet-')
+    assert folder.endswith('-realsense') and len(store) == 6
     manifest = json.load(open(os.path.join(store.path, 'manifest.json')))
     assert manifest['scenes'] == {'0000': [0, 3], '0001': [3, 3]}
     offsets = np.load(os.path.join(store.path, 'point_offsets.npy'))
@@ -117,7 +119,9 @@ def test_stale_store_is_refused_then_rebuilt(dataset_copy, tmp_path):
         open_frame_store(reader, cache_dir=cache, build=False)
     open_frame_store(reader, cache_dir=cache)
     assert open_frame_store(reader, cache_dir=cache, build=False).frame(0, 2) is not None
-    assert not glob.glob(frame_store_path(dataset_copy, 'realsense', 0.02, None, cache) + '.*-*')
+    folder = frame_store_path(dataset_copy, 'realsense', 0.02, None, cache)
+    assert not glob.glob(os.path.join(folder, 'tmp-*'))
+    assert len(glob.glob(os.path.join(folder, 'store-*'))) == 1  # the old version was unused
     # another mask gets its own store
     assert frame_store_path(dataset_copy, 'realsense', None) != frame_store_path(
         dataset_copy, 'realsense', 0.02)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from mmgrasp.datasets.derived_assets import current_version
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.label_store import (LabelStoreError, build_label_store, open_label_store,
                                           pack_rows, store_path_for, unpack_rows)
@@ -84,7 +85,8 @@ def test_stale_store_is_refused_or_rebuilt(dataset_copy, tmp_path):
         open_label_store(dataset_copy, cache, build=False)
     rebuilt = open_label_store(dataset_copy, cache)
     np.testing.assert_array_equal(np.load(rebuilt.object_file(obj, 'scores')), arrays['scores'])
-    assert open_label_store(dataset_copy, cache, build=False).path == store.path
+    assert open_label_store(dataset_copy, cache, build=False).path == rebuilt.path != store.path
+    assert os.path.isfile(store.object_file(obj, 'scores'))  # still held by `store`: kept
     os.remove(reader.tolerance_path(obj))
     with pytest.raises(LabelStoreError, match='no longer exists'):
         open_label_store(dataset_copy, cache, build=False)
@@ -136,18 +138,19 @@ def test_killed_build_leaves_no_usable_store(synthetic_root, tmp_path):
     store = store_path_for(synthetic_root, cache)
     proc = _start_builder(synthetic_root, cache, 0.2)
     deadline = time.time() + 60
-    while not glob.glob(os.path.join(store + '.tmp-*', 'objects', '*', '*.npy')):
+    while not glob.glob(os.path.join(store, 'tmp-*', 'objects', '*', '*.npy')):
         assert time.time() < deadline and proc.poll() is None, proc.stdout.read()
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not os.path.exists(store)
-    assert glob.glob(store + '.tmp-*')
+    assert current_version(store) is None
+    assert glob.glob(os.path.join(store, 'tmp-*'))
     with pytest.raises(LabelStoreError, match='does not exist'):
         open_label_store(synthetic_root, cache, build=False)
-    build_label_store(synthetic_root, cache)
-    assert not glob.glob(store + '.tmp-*')
-    assert open_label_store(synthetic_root, cache, build=False).path == store
+    built = build_label_store(synthetic_root, cache)
+    assert not glob.glob(os.path.join(store, 'tmp-*'))
+    assert open_label_store(synthetic_root, cache, build=False).path == built.path
+    assert os.path.dirname(built.path) == store
 
 
 def test_concurrent_builders_share_one_store(synthetic_root, tmp_path):
@@ -157,5 +160,112 @@ def test_concurrent_builders_share_one_store(synthetic_root, tmp_path):
     assert [b.returncode for b in builders] == [0, 0], outputs
     assert sum('label store: built' in o for o in outputs) == 1, outputs
     store = open_label_store(synthetic_root, cache, build=False)
-    name = os.path.basename(store.path)
+    name = os.path.basename(store_path_for(synthetic_root, cache))
     assert sorted(os.listdir(cache)) == [name, name + '.lock']
+    assert sorted(os.listdir(os.path.join(cache, name))) == [
+        'CURRENT', os.path.basename(store.path)]
+
+
+def _write_tolerance(folder, reader, objects, scale):
+    os.makedirs(folder, exist_ok=True)
+    for obj in objects:
+        np.save(os.path.join(folder, f'{obj:03d}_tolerance.npy'),
+                (reader.load_tolerance(obj) * scale).astype(np.float32))
+
+
+def test_store_is_keyed_by_its_tolerance_folder(synthetic_root, tmp_path):
+    """A store built from one tolerance folder is never served for another, and a tolerance
+    file that changes (or appears) makes the store stale."""
+    cache = str(tmp_path / 'cache')
+    reader = GraspNetReader(synthetic_root)
+    default = open_label_store(synthetic_root, cache)
+    other = str(tmp_path / 'other_tolerance')
+    _write_tolerance(other, reader, default.objects, 2)
+    served = open_label_store(synthetic_root, cache, tolerance_dir=other)
+    for obj in default.objects:
+        levels = np.load(served.object_file(obj, 'tolerance'))
+        np.testing.assert_array_equal(served.tolerance_radii(obj)[levels],
+                                      reader.load_tolerance(obj) * 2)
+    assert open_label_store(synthetic_root, cache, build=False).path == default.path
+    obj = min(default.objects)
+    np.save(os.path.join(other, f'{obj:03d}_tolerance.npy'),
+            (reader.load_tolerance(obj) * 3).astype(np.float32))
+    with pytest.raises(LabelStoreError, match=f'{obj:03d}_tolerance.npy changed'):
+        open_label_store(synthetic_root, cache, tolerance_dir=other, build=False)
+    empty = str(tmp_path / 'no_tolerance')
+    os.makedirs(empty)
+    bare = open_label_store(synthetic_root, cache, tolerance_dir=empty)
+    assert not any(entry.has_tolerance for entry in bare.objects.values())
+    _write_tolerance(empty, reader, [obj], 1)
+    with pytest.raises(LabelStoreError, match=f'{obj:03d}_tolerance.npy'):
+        open_label_store(synthetic_root, cache, tolerance_dir=empty, build=False)
+    assert open_label_store(synthetic_root, cache, tolerance_dir=empty).objects[obj].has_tolerance
+
+
+_OLD_STORE_READER = textwrap.dedent('''
+    import sys, time
+    import numpy as np, torch
+    from mmgrasp.datasets.label_store import open_label_store
+    from mmgrasp.datasets.deferred_reader import StoreGrids
+    from mmgrasp.structures.grasp_labels import ObjectGraspLabels
+    from mmgrasp.structures import gather_grids
+    root, cache, obj, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    store = open_label_store(root, cache, build=False)
+    rows = np.arange(store.objects[obj].num_points, dtype=np.int32)
+    scene = min(s for s, e in store.scenes.items() if obj in e.object_ids)
+    record = StoreGrids(store=store.path, object_id=obj, rows=rows, grid=store.grid,
+                        collision_mode='none', has_tolerance=False, scene=scene,
+                        collision_offset=0)
+    labels = [ObjectGraspLabels(points=torch.from_numpy(store.points(obj)), pose=torch.eye(4)[:3],
+                                object_id=obj, collision_mode='none', deferred=record)]
+    def read():
+        return gather_grids(labels, 'scores', torch.zeros(len(rows), dtype=torch.long),
+                            torch.arange(len(rows))).numpy()
+    first = read()
+    print('opened', store.path, flush=True)
+    import os
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    assert read().tobytes() == first.tobytes()  # the maps of the old files are still valid
+    from mmgrasp.datasets.label_maps import open_maps
+    open_maps()._maps.clear()  # maps closed (ulimit) and reopened: the old files are still there
+    assert read().tobytes() == first.tobytes(), 'the old store changed under a running job'
+    print('old values kept', float(first.max()), flush=True)
+''')
+
+
+def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_path):
+    """Process 1 reads a store; a source changes; process 2 opens (and rebuilds) the store and
+    reads the new values; process 1 keeps reading the old values, without LabelFileChanged."""
+    cache = str(tmp_path / 'cache')
+    old = build_label_store(dataset_copy, cache)
+    obj = min(old.objects)
+    go = str(tmp_path / 'go')
+    first = subprocess.Popen([sys.executable, '-c', _OLD_STORE_READER, dataset_copy, cache,
+                              str(obj), go], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    assert first.stdout.readline().startswith('opened'), first.communicate()[0]
+    path = GraspNetReader(dataset_copy).grasp_label_path(obj)
+    with np.load(path) as npz:
+        arrays = dict(npz)
+    arrays['scores'] = np.where(arrays['scores'] > 0, np.float32(0.5), arrays['scores'])
+    np.savez(path, **arrays)
+    second = subprocess.run([sys.executable, '-c', textwrap.dedent('''
+        import sys, numpy as np
+        from mmgrasp.datasets.label_store import open_label_store
+        store = open_label_store(sys.argv[1], sys.argv[2])
+        print(store.path, float(np.load(store.object_file(int(sys.argv[3]), 'scores')).max()))
+        '''), dataset_copy, cache, str(obj)], capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    new_path, new_max = second.stdout.split()[-2:]
+    assert float(new_max) == 0.5
+    open(go, 'w').close()
+    out = first.communicate(timeout=120)[0]
+    assert first.returncode == 0 and 'old values kept' in out, out
+    assert float(out.split()[-1]) > 0.5 and new_path != old.path
+    # the old version goes when nobody uses it any more: at the next build
+    del old
+    os.utime(path)
+    rebuilt = open_label_store(dataset_copy, cache)
+    versions = [n for n in os.listdir(store_path_for(dataset_copy, cache)) if n.startswith('store-')]
+    assert versions == [os.path.basename(rebuilt.path)], versions
