@@ -1,5 +1,5 @@
-"""Derived assets (the label store, the frame store) in the cache folder: versioned, built atomically
-beside the versions in use, and never pulled out from under a running job.
+"""Derived assets (the label store, the frame store) in the cache folder: versioned, built
+atomically beside the versions in use, and never pulled out from under a running job.
 
 Layout of one asset folder::
 

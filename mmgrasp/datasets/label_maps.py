@@ -12,7 +12,8 @@ cache, and checked against the file on disk at every use.
 - **Checked.** A file deleted, truncated or replaced while mapped raises
   :class:`LabelFileChanged` on its next use, naming the file: a wrong value is never used
   silently. (Truncation *during* a copy cannot be caught this way and kills the process with
-  SIGBUS; do not rebuild a store under a running job.)
+  SIGBUS.) A rebuild never does this: it writes a new version of the store beside the one a
+  running job reads (see :mod:`.derived_assets`); only a hand-edited store file can.
 - **Fork-safe.** A forked DataLoader worker starts with no maps and no read-ahead threads.
 - **Thread-safe.** One lock guards the cache, so a threaded forward can share it.
 """

@@ -198,7 +198,8 @@ def stale_reason(manifest: dict, root: str, tolerance_dir: Optional[str] = None
         return f'it was built from {manifest.get("root")}, not {os.path.abspath(root)}'
     tolerance = resolved_tolerance_dir(root, tolerance_dir)
     if manifest.get('tolerance_dir') != tolerance:
-        return f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not {tolerance}'
+        return (f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not '
+                f'{tolerance}')
     for key, entry in manifest['objects'].items():
         path = os.path.join(tolerance, f'{key}_tolerance.npy')
         if not entry['has_tolerance'] and os.path.exists(path):

@@ -139,7 +139,8 @@ class LoadGraspScene(BaseTransform):
             arrays = self.frame_store(reader).frame(scene, frame)
         else:
             arrays = read_frame(reader, scene, frame, self._mask_outlier, self.with_graspness)
-        reader.check_frame_objects(scene, arrays.object_ids, reader.frame_path(scene, 'meta', frame))
+        reader.check_frame_objects(scene, arrays.object_ids,
+                                   reader.frame_path(scene, 'meta', frame))
         num_masked = len(arrays.pixels)
         if num_masked == 0:
             raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): no point left after '

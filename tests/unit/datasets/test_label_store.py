@@ -267,5 +267,6 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     del old
     os.utime(path)
     rebuilt = open_label_store(dataset_copy, cache)
-    versions = [n for n in os.listdir(store_path_for(dataset_copy, cache)) if n.startswith('store-')]
+    folder = store_path_for(dataset_copy, cache)
+    versions = [n for n in os.listdir(folder) if n.startswith('store-')]
     assert versions == [os.path.basename(rebuilt.path)], versions
