@@ -81,7 +81,14 @@ class NearestLabelAssigner:
         return torch.gather(rotations, 1, view_index[..., None, None].expand(-1, -1, 3, 3))
 
     def assign(self, seeds: Tensor, labels: GraspLabelBatch) -> MatchedLabels:
-        """Stage one: ``seeds`` (B, Ns, 3) camera-frame seed points."""
+        """Stage one: ``seeds`` (B, Ns, 3) camera-frame seed points.
+
+        A frame without labelled objects (the others having some) gives its seeds
+        ``valid=False`` and μ = 0 everywhere (the reference code fails on such a frame:
+        ``torch.cat`` of an empty object list); a batch without any labelled object is refused.
+        BL's ln(u_max/μ) uses μ only where μ > 0, so a batch without positive μ gives all-zero
+        labels, never ln of 0.
+        """
         if labels.num_objects == 0:
             raise ValueError('NearestLabelAssigner: the batch has no labelled object; check '
                              'SampleGraspLabels(min_object_points) and the frames')
