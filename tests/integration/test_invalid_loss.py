@@ -17,7 +17,7 @@ from mmgrasp.registry import HOOKS, MODELS
 from _tiny_model import TinyGraspModel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-POISONED_ITER = 3  # 1-based, as logged; epoch 1 (3 batches of 2 frames per epoch)
+POISONED_ITER = 3  # 1-based, as logged: the last batch of epoch 0 (3 batches of 2 frames)
 
 CONFIG = """
 _base_ = ['{repo}/configs/_base_/default_runtime.py', '{repo}/configs/_base_/schedules/adam_10e.py']
