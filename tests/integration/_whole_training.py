@@ -82,8 +82,10 @@ def train(config: str, work_dir: str, *extra: str, iterations: Optional[int] = N
 
 
 def final_state(work_dir: str, iterations: int) -> dict:
+    # weights_only=False: the test's own file; an SBG checkpoint holds mmengine's
+    # OneCycleParamScheduler, which torch's weights-only unpickler refuses
     checkpoint = torch.load(os.path.join(work_dir, f'iter_{iterations}.pth'),
-                            map_location='cpu')
+                            map_location='cpu', weights_only=False)
     assert checkpoint['meta']['iter'] == iterations
     return checkpoint
 

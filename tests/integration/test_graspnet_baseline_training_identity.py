@@ -69,6 +69,5 @@ def test_dense_and_deferred_train_identically(synthetic_root, tmp_path, recipe):
     assert a['meta']['config_hash'] != b['meta']['config_hash']  # grids is part of the run
     assert_same(a['state_dict'], b['state_dict'], 'state_dict')
     assert_same(a['optimizer'], b['optimizer'], 'optimizer')
-    halfway = torch.load(str(tmp_path / 'dense' / f'iter_{ITERATIONS // 2}.pth'),
-                         map_location='cpu')['state_dict']
+    halfway = final_state(str(tmp_path / 'dense'), ITERATIONS // 2)['state_dict']
     assert any(not torch.equal(halfway[k], v) for k, v in a['state_dict'].items())

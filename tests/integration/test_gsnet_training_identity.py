@@ -57,5 +57,5 @@ def test_dense_deferred_and_switched_resume_train_identically(synthetic_root, tm
     for other in (b, c):
         assert_same(a['state_dict'], other['state_dict'], 'state_dict')
         assert_same(a['optimizer'], other['optimizer'], 'optimizer')
-    initial = torch.load(os.path.join(dense, 'iter_50.pth'), map_location='cpu')['state_dict']
+    initial = final_state(dense, 50)['state_dict']
     assert any(not torch.equal(initial[k], a['state_dict'][k]) for k in initial)
