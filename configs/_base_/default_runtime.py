@@ -7,7 +7,11 @@ default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
     param_scheduler=dict(type='ParamSchedulerHook'),
     checkpoint=dict(type='CheckpointHook', by_epoch=True, interval=1, max_keep_ckpts=3),
-    sampler_seed=dict(type='DistSamplerSeedHook'))
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    # stop at the first non-finite loss or weight, naming the iteration, every loss term and
+    # the (epoch, sample_idx) of each frame of the batch (mmengine accepts None only for its
+    # own default hooks: to run without it, delete the key from the loaded Config)
+    invalid_loss=dict(type='InvalidLossHook'))
 
 # ConfigHashHook writes the config hash into every checkpoint and refuses to resume under a
 # different config. A config that sets its own custom_hooks replaces this list: keep the hook.

@@ -1,15 +1,15 @@
 """Whole GSNet trainings (demo config, shrunk network, >= 100 iterations, 2 loader workers,
 shuffling and augmentation on) through tools/train.py, three ways — dense; deferred; first
-half dense, then resumed mid-epoch under deferred with the config mismatch allowed — end with
-bit-identical weights and optimizer state."""
+half dense, then resumed mid-epoch under deferred with the config mismatch allowed — keep
+every loss finite, then end with bit-identical weights and optimizer state."""
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _whole_training import (RECORDING, REPO, assert_finite_state, assert_same, final_state,
+                             run_train, train)
+
 ITERATIONS = 102  # 34 epochs x 3 batches of 2 frames; the checkpoint at 50 is mid-epoch
 
 CONFIG = """
@@ -29,35 +29,7 @@ model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
 train_cfg = dict(max_epochs=34)
 default_hooks = dict(logger=dict(interval=17),
                      checkpoint=dict(by_epoch=False, interval=50, max_keep_ckpts=-1))
-"""
-
-
-def train(config: str, work_dir: str, *extra: str) -> None:
-    out = subprocess.run([sys.executable, 'tools/train.py', config, '--work-dir', work_dir,
-                          *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-
-
-def final_state(work_dir: str) -> dict:
-    checkpoint = torch.load(os.path.join(work_dir, f'iter_{ITERATIONS}.pth'),
-                            map_location='cpu')
-    assert checkpoint['meta']['iter'] == ITERATIONS
-    return checkpoint
-
-
-def assert_same(a, b, path=''):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and torch.equal(a, b), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for key in a:
-            assert_same(a[key], b[key], f'{path}.{key}')
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f'{path}[{i}]')
-    else:
-        assert a == b, path
+""" + RECORDING
 
 
 @pytest.mark.slow
@@ -68,19 +40,22 @@ def test_dense_deferred_and_switched_resume_train_identically(synthetic_root, tm
         with open(configs[grids], 'w') as f:
             f.write(CONFIG.format(repo=REPO, root=synthetic_root, grids=grids))
     dense, deferred, switched = (str(tmp_path / name) for name in ('dense', 'deferred', 'switched'))
-    train(configs['dense'], dense)
-    train(configs['deferred'], deferred)
-    refused = subprocess.run(
-        [sys.executable, 'tools/train.py', configs['deferred'], '--work-dir', switched,
-         '--resume', os.path.join(dense, 'iter_50.pth')],
-        cwd=REPO, capture_output=True, text=True, timeout=900)
+    dense_losses = train(configs['dense'], dense, iterations=ITERATIONS)
+    deferred_losses = train(configs['deferred'], deferred, iterations=ITERATIONS)
+    refused = run_train(configs['deferred'], switched, '--resume',
+                        os.path.join(dense, 'iter_50.pth'))
     assert refused.returncode != 0 and 'allow_config_mismatch' in refused.stderr + refused.stdout
-    train(configs['deferred'], switched, '--resume', os.path.join(dense, 'iter_50.pth'),
-          '--cfg-options', 'allow_config_mismatch=True')
-    a, b, c = final_state(dense), final_state(deferred), final_state(switched)
+    switched_losses = train(configs['deferred'], switched, '--resume',
+                            os.path.join(dense, 'iter_50.pth'), '--cfg-options',
+                            'allow_config_mismatch=True', iterations=ITERATIONS)
+    assert [r['iter'] for r in switched_losses] == list(range(51, ITERATIONS + 1))
+    assert deferred_losses == dense_losses  # every term of every iteration, exactly
+    assert switched_losses == dense_losses[50:]
+    a, b, c = (final_state(d, ITERATIONS) for d in (dense, deferred, switched))
+    assert_finite_state(a['state_dict'], 'dense')
     assert a['meta']['config_hash'] != b['meta']['config_hash']  # grids is part of the run
     for other in (b, c):
         assert_same(a['state_dict'], other['state_dict'], 'state_dict')
         assert_same(a['optimizer'], other['optimizer'], 'optimizer')
-    initial = torch.load(os.path.join(dense, 'iter_50.pth'), map_location='cpu')['state_dict']
+    initial = final_state(dense, 50)['state_dict']
     assert any(not torch.equal(initial[k], a['state_dict'][k]) for k in initial)

@@ -18,6 +18,7 @@ IGNORED_KEYS = (
     'work_dir', 'resume', 'load_from', 'launcher', 'allow_config_mismatch', 'experiment_name',
     'log_level', 'log_processor', 'visualizer',
     'default_hooks.timer', 'default_hooks.logger', 'default_hooks.checkpoint',
+    'default_hooks.invalid_loss',
     'env_cfg', 'model_wrapper_cfg',
     '*_dataloader.num_workers', '*_dataloader.persistent_workers', '*_dataloader.pin_memory',
     '*_dataloader.prefetch_factor',

@@ -81,7 +81,14 @@ class NearestLabelAssigner:
         return torch.gather(rotations, 1, view_index[..., None, None].expand(-1, -1, 3, 3))
 
     def assign(self, seeds: Tensor, labels: GraspLabelBatch) -> MatchedLabels:
-        """Stage one: ``seeds`` (B, Ns, 3) camera-frame seed points."""
+        """Stage one: ``seeds`` (B, Ns, 3) camera-frame seed points.
+
+        A frame without labelled objects (the others having some) gives its seeds
+        ``valid=False`` and μ = 0 everywhere (the reference code fails on such a frame:
+        ``torch.cat`` of an empty object list); a batch without any labelled object is refused.
+        BL's ln(u_max/μ) uses μ only where μ > 0, so a batch without positive μ gives all-zero
+        labels, never ln of 0.
+        """
         if labels.num_objects == 0:
             raise ValueError('NearestLabelAssigner: the batch has no labelled object; check '
                              'SampleGraspLabels(min_object_points) and the frames')
@@ -135,7 +142,13 @@ class NearestLabelAssigner:
     # ------------------------------------------------------------------ stage two
     def match_view(self, matched: MatchedLabels, top_view: Tensor,
                    labels: GraspLabelBatch) -> MatchedLabels:
-        """Stage two: ``top_view`` (B, Ns) template slot chosen per seed by the network."""
+        """Stage two: ``top_view`` (B, Ns) template slot chosen per seed by the network.
+
+        GSNet's score normalisation, s = ln(u_max/μ) / (ln(u_max/u_min) + 1e-6) over the whole
+        (B, Ns, A, D) tensor, runs only when some μ at the chosen views is positive, as in
+        GSNet (graspness_implementation utils/label_generation.py); otherwise u_max = u_min = 0
+        would make ln(0/0) NaN, and every target is 0 instead.
+        """
         index = top_view[..., None]
         top_view_rot = torch.gather(matched.view_rot, 2,
                                     index[..., None, None].expand(-1, -1, 1, 3, 3)).squeeze(2)
@@ -156,9 +169,12 @@ class NearestLabelAssigner:
         if self.gsnet_score_norm:
             mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
             positive = mu > 0
-            u_max = mu.max()
-            u_min = mu[positive].min() if positive.any() else u_max
-            top_scores = self._log_ratio(mu, positive, u_max) / (torch.log(u_max / u_min) + 1e-6)
+            if positive.any():
+                u_max, u_min = mu.max(), mu[positive].min()
+                top_scores = (self._log_ratio(mu, positive, u_max)
+                              / (torch.log(u_max / u_min) + 1e-6))
+            else:  # GSNet normalises only when positives exist: every target stays 0
+                top_scores = torch.zeros_like(mu)
         else:
             top_scores = self._at_view(matched.score_labels, top_view)
         return replace(matched, top_view=top_view, top_view_rot=top_view_rot,

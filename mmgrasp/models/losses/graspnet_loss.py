@@ -79,6 +79,11 @@ class GraspNetBaselineLoss:
       object & label > 0.1; score Huber, angle cross-entropy, width Huber((pred − gt)/0.1),
       tolerance Huber((pred − gt)/0.05), each Σ(loss·mask)/(Σmask + 1e-6).
 
+    Degenerate batches stay finite: the stage-2 means follow BL's Σ(loss·mask)/(Σmask + 1e-6),
+    which is 0 over an empty mask (no seed on an object, no label above 0.1 at the chosen view:
+    no positive μ, every width above 0.1); the view loss over no seed on an object is 0 (BL's
+    ``mean`` over an empty selection would be NaN). Zero tolerance targets are plain targets.
+
     Args:
         objectness, view, grasp: term weights (1, 1, 0.2; ``grasp`` weighs the four stage-2
             terms).
@@ -121,6 +126,9 @@ class ScaleBalancedGraspLoss(GraspNetBaselineLoss):
       the largest weighted mask value of the seed).
 
     total = obj + view + 0.2·grasp (grasp = score + angle + width + tolerance).
+
+    Degenerate batches: every mask is used through Σ(loss·mask)/(Σmask + 1e-6) (SBG's rule),
+    0 over an empty mask (no robust-graspable seed, no label above 0.1).
     """
 
     def __call__(self, objectness_logits: Tensor, seed_objectness: Tensor, view_scores: Tensor,

@@ -17,6 +17,10 @@ class GSNetLoss:
     - view: smooth-L1 of the view scores against the view graspness, mean over (B, Ns, V);
     - score: smooth-L1 against the normalised score at the chosen view, mean over (B, Ns, A, D);
     - width: smooth-L1 against 10·width where the score target is positive.
+
+    Degenerate batches stay finite: a masked mean over an empty mask (no point on an object,
+    no positive score target) is 0 with a zero gradient, where GSNet's ``loss[mask].mean()``
+    would give NaN; the unmasked terms are means over non-empty tensors.
     """
 
     def __init__(self, objectness: float = 1.0, graspness: float = 10.0, view: float = 100.0,
