@@ -34,20 +34,21 @@ custom_hooks = [dict(type='ConfigHashHook'),
 }
 
 
-def amp_config(tmp_path, name: str, root: str, num_points: int = 1200) -> str:
+def amp_config(tmp_path, name: str, root: str, num_points: int = 1200,
+               grids: str = 'deferred') -> str:
     """The demo config ``name`` shrunk for the synthetic test data: 1 epoch of 3 iterations,
-    a checkpoint and a log line every iteration."""
+    a checkpoint and a log line every iteration (also used by test_cuda_identity)."""
     gsnet = 'gsnet' in name
     keys = "('points', 'objectness', 'graspness')" if gsnet else "('points', 'objectness')"
     label_options = '' if gsnet else 'visible_only=True, tolerance=True, '
-    path = tmp_path / f'amp_{name}'
+    path = tmp_path / f'amp_{grids}_{name}'
     path.write_text(f"""
 _base_ = ['{REPO}/configs/{name}']
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False, dataset=dict(
     data_root='{root}', pipeline=[
         dict(type='LoadGraspScene', num_points={num_points}, with_graspness={gsnet}),
         dict(type='SampleGraspLabels', min_points=10, min_object_points=20, {label_options}
-             grids='deferred'),
+             grids='{grids}'),
         dict(type='RandomFlipRotateScene'),
         dict(type='PackGraspInputs', keys={keys})]))
 train_cfg = dict(max_epochs=1)
