@@ -25,8 +25,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true',
-                        help='automatic mixed precision: float16 with a dynamic loss scale on a GPU '
-                        '(AmpOptimWrapper), bfloat16 on the CPU (CPUAmpOptimWrapper)')
+                        help='automatic mixed precision: float16 with a dynamic loss scale on '
+                        'a GPU (AmpOptimWrapper), bfloat16 on the CPU (CPUAmpOptimWrapper)')
     parser.add_argument(
         '--resume', nargs='?', type=str, const='auto',
         help='resume from this checkpoint; without a path, from the latest checkpoint of the '
