@@ -15,9 +15,9 @@ class DevicePrefetcher:
     is marked as used by the compute stream (``record_stream``), so the caching allocator does
     not give memory that batch k-1 released to a later copy while a kernel may still read it;
     the compute stream waits for the copy before the batch is handed out. Sources are pinned
-    (a no-op for tensors the loader's ``pin_memory=True`` already pinned). Label tensors inside the data samples stay for
-    GraspDataPreprocessor, which moves them in a few stacked transfers and skips the inputs
-    already on the device.
+    (a no-op for tensors the loader's ``pin_memory=True`` already pinned). Label tensors inside
+    the data samples stay for GraspDataPreprocessor, which moves them in a few stacked
+    transfers and skips the inputs already on the device.
 
     ``data_time`` (IterTimerHook) then measures the wait for this iterator: the loader's
     ``next()`` plus queueing the copy, not the copy itself.
