@@ -25,7 +25,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true',
-                        help='automatic mixed precision (AmpOptimWrapper, dynamic loss scale)')
+                        help='automatic mixed precision: float16 with a dynamic loss scale on '
+                        'a GPU (AmpOptimWrapper), bfloat16 on the CPU (CPUAmpOptimWrapper)')
     parser.add_argument(
         '--resume', nargs='?', type=str, const='auto',
         help='resume from this checkpoint; without a path, from the latest checkpoint of the '
@@ -51,14 +52,18 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 
     if args.amp:
         wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
-        if wrapper == 'AmpOptimWrapper':
+        if wrapper in ('AmpOptimWrapper', 'CPUAmpOptimWrapper'):
             print_log('AMP training is already enabled in your config.', logger='current',
                       level=logging.WARNING)
         else:
             assert wrapper == 'OptimWrapper', (
                 f'--amp needs the optimizer wrapper type OptimWrapper, got {wrapper}')
-            cfg.optim_wrapper.type = 'AmpOptimWrapper'
-            cfg.optim_wrapper.loss_scale = 'dynamic'
+            if get_device() == 'cpu':  # AmpOptimWrapper needs an accelerator
+                cfg.optim_wrapper.type = 'CPUAmpOptimWrapper'
+                cfg.optim_wrapper.dtype = 'bfloat16'
+            else:
+                cfg.optim_wrapper.type = 'AmpOptimWrapper'
+                cfg.optim_wrapper.loss_scale = 'dynamic'
 
     if args.resume == 'auto':
         cfg.resume = True
@@ -96,8 +101,6 @@ def setup_cpu_distributed(launcher: str) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
-    if args.amp and get_device() == 'cpu':
-        raise SystemExit('--amp needs a GPU: AmpOptimWrapper does not run on the CPU')
     # mmgrasp's modules and its torch.load allow-list; the Runner sets the default scope
     register_all_modules(False)
     cfg = merge_args(Config.fromfile(args.config), args)

@@ -58,9 +58,12 @@ class ReadBuffer:
     def to_device(self, host: Tensor, device: torch.device) -> Tensor:
         if device.type != 'cuda':
             return host  # consumers index it (a copy) before the next read
+        # The copy runs on the target device's current stream (not necessarily the current
+        # device's): the event that the next acquire waits for is recorded on that stream.
+        stream = torch.cuda.current_stream(device)
         out = host.to(device, non_blocking=True)
         self._copy_done = torch.cuda.Event()
-        self._copy_done.record()
+        self._copy_done.record(stream)
         return out
 
 

@@ -1,5 +1,6 @@
 from .hooks import ConfigHashHook
 from .loops import GraspEpochBasedTrainLoop
+from .optimizers import CPUAmpOptimWrapper
 from .prefetcher import DevicePrefetcher
 
-__all__ = ['ConfigHashHook', 'DevicePrefetcher', 'GraspEpochBasedTrainLoop']
+__all__ = ['ConfigHashHook', 'CPUAmpOptimWrapper', 'DevicePrefetcher', 'GraspEpochBasedTrainLoop']

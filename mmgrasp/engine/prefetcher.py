@@ -11,12 +11,13 @@ class DevicePrefetcher:
     its stream-per-epoch leak, timm#2781, fixed).
 
     Lifetimes: ONE side stream, created here and reused by every epoch. Before each copy the
-    side stream waits for the work queued so far on the compute stream, so memory that batch k-1
-    released is not overwritten while a kernel may still read it; the compute stream waits for
-    the copy before the batch is handed out. Sources are pinned (a no-op for tensors the
-    loader's ``pin_memory=True`` already pinned). Label tensors inside the data samples stay for
-    GraspDataPreprocessor, which moves them in a few stacked transfers and skips the inputs
-    already on the device.
+    side stream waits for the work queued so far on the compute stream, and every copied tensor
+    is marked as used by the compute stream (``record_stream``), so the caching allocator does
+    not give memory that batch k-1 released to a later copy while a kernel may still read it;
+    the compute stream waits for the copy before the batch is handed out. Sources are pinned
+    (a no-op for tensors the loader's ``pin_memory=True`` already pinned). Label tensors inside
+    the data samples stay for GraspDataPreprocessor, which moves them in a few stacked
+    transfers and skips the inputs already on the device.
 
     ``data_time`` (IterTimerHook) then measures the wait for this iterator: the loader's
     ``next()`` plus queueing the copy, not the copy itself.
@@ -48,6 +49,9 @@ class DevicePrefetcher:
             with torch.cuda.stream(self.stream):
                 inputs = {key: [t.pin_memory().to(self.device, non_blocking=True) for t in values]
                           for key, values in batch['inputs'].items()}
+            for values in inputs.values():
+                for tensor in values:
+                    tensor.record_stream(compute)
             if ready is not None:
                 yield ready
             compute.wait_stream(self.stream)

@@ -218,7 +218,12 @@ def test_train_tool_arguments(config_file, monkeypatch):
     path = cfg_for('--resume', 'c.pth')
     assert (path.resume, path.load_from) == (True, 'c.pth')
     amp = cfg_for('--amp').optim_wrapper
-    assert (amp.type, amp.loss_scale, amp.optimizer.type) == ('AmpOptimWrapper', 'dynamic', 'Adam')
+    if torch.cuda.is_available():
+        assert (amp.type, amp.loss_scale, amp.optimizer.type) == ('AmpOptimWrapper', 'dynamic',
+                                                                  'Adam')
+    else:
+        assert (amp.type, amp.dtype, amp.optimizer.type) == ('CPUAmpOptimWrapper', 'bfloat16',
+                                                             'Adam')
     assert cfg_for('--cfg-options', 'allow_config_mismatch=True').allow_config_mismatch is True
 
     assert 'model_wrapper_cfg' not in cfg_for()

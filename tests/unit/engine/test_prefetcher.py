@@ -1,5 +1,6 @@
 """DevicePrefetcher: a pass-through on the CPU (said once), used by the train loop; on CUDA the
-batches arrive on the device through one long-lived stream."""
+batches arrive on the device through one long-lived stream, and a batch whose copy is held up
+on the side stream is not read before the copy lands."""
 from unittest import mock
 
 import pytest
@@ -40,6 +41,7 @@ def test_train_loop_iterates_through_the_prefetcher():
     assert seen == [(0, [0, 1]), (1, [2, 3]), (2, [4, 5])]
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 def test_cuda_batches_arrive_on_the_device_through_one_stream():
     wrapped = DevicePrefetcher(batches())
@@ -55,3 +57,29 @@ def test_cuda_batches_arrive_on_the_device_through_one_stream():
     preprocessor = MODELS.build(dict(type='GraspDataPreprocessor')).cuda()
     moved = out[0]['inputs']['points'][0]
     assert preprocessor._move(moved) is moved  # not copied again
+
+
+def _spinning_loader(prefetcher_ref: list, n: int, size: int):
+    """Batches of ``size`` floats filled with 1, 2, ...; before each is handed to the
+    prefetcher, a spin kernel is queued on the prefetcher's side stream, so its copy lands
+    late: a consumer that did not wait for it would read memory not yet written."""
+    for i in range(n):
+        with torch.cuda.stream(prefetcher_ref[0].stream):
+            torch.cuda._sleep(1 << 26)
+        yield {'inputs': {'points': [torch.full((size, ), float(i + 1)).pin_memory()]},
+               'data_samples': [i]}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
+def test_cuda_batch_is_handed_over_only_after_its_copy():
+    ref = []
+    wrapped = DevicePrefetcher(_spinning_loader(ref, 6, 1 << 20))
+    ref.append(wrapped)
+    seen = []
+    for batch in wrapped:
+        points = batch['inputs']['points'][0]
+        seen.append(torch.stack([points.min(), points.max()]))  # read on the compute stream
+        torch.cuda._sleep(1 << 26)  # still busy when the next copies are queued
+    torch.cuda.synchronize()
+    assert [s.tolist() for s in seen] == [[float(i + 1)] * 2 for i in range(6)]

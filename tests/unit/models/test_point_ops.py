@@ -49,6 +49,40 @@ def test_fps_matches_reference_with_and_without_mask():
     assert furthest_point_sample(xyz, 4, torch.zeros(2, 300, dtype=torch.bool)).eq(0).all()
 
 
+def _fps_before(xyz, num, mask=None):
+    """The implementation the vectorised one replaced (one (B, N, 3) sum per step), kept to
+    show the indices did not change."""
+    batch, n, _ = xyz.shape
+    arange = torch.arange(batch)
+    eligible = torch.ones(batch, n, dtype=torch.bool) if mask is None else mask.bool()
+    nearest = torch.where(eligible, torch.full_like(xyz[..., 0], 1e10),
+                          torch.full_like(xyz[..., 0], -1.0))
+    current = eligible.to(torch.uint8).argmax(dim=1)
+    idx = torch.empty(batch, num, dtype=torch.long)
+    for j in range(num):
+        idx[:, j] = current
+        dist = ((xyz - xyz[arange, current][:, None]) ** 2).sum(-1)
+        nearest = torch.minimum(nearest, dist)
+        current = nearest.argmax(dim=1)
+    count = eligible.sum(dim=1, keepdim=True).clamp_(min=1, max=num)
+    return idx.gather(1, torch.arange(num)[None] % count)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
+def test_fps_indices_identical_to_the_earlier_implementation(dtype):
+    generator = torch.Generator().manual_seed(4)
+    clouds = [torch.randn(3, 2000, 3, generator=generator) * 0.3,  # realistic spread
+              torch.randint(0, 6, (2, 500, 3), generator=generator).float() * 0.01,  # ties
+              torch.rand(2, 400, 3, generator=generator) * 1e3 + 5e3]  # large offsets
+    for xyz in clouds:
+        xyz = xyz.to(dtype)
+        mask = torch.rand(xyz.shape[:2], generator=generator) < 0.6
+        for m in (None, mask):
+            for num in (1, 37, 256):
+                assert torch.equal(furthest_point_sample(xyz, num, m), _fps_before(xyz, num, m))
+    assert furthest_point_sample(xyz, 0).shape == (2, 0)
+
+
 def test_knn_matches_brute_force(monkeypatch):
     monkeypatch.setattr(point_ops, '_CHUNK_ELEMENTS', 1000)  # several query chunks
     ref, query = _points(seed=2), _points(n=40, seed=3)

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# The GPU path, run for real, in one go (well under ten minutes on one H200):
+#
+#   tools/analysis/device_check.sh [--cpu-smoke] [RESULTS]     run the check
+#   tools/analysis/device_check.sh --fetch-wheels              (here, once) wheels into .whl/
+#
+# Steps, each a section of the results file (default $OUT/device_check.md, else
+# work_dirs/device_check/device_check.md):
+#   1. install: on a bare GPU machine, the wheels carried in .whl/ (mmengine, mmcv-lite and
+#      their pure-Python needs) go to a private site folder when mmengine is missing;
+#   2. every test marked `cuda` (pytest -m cuda): with CUDA present none may skip. They include
+#      the identity tests on CUDA (dense against deferred MatchedLabels of every recipe, one
+#      training step of every demo model under torch.use_deterministic_algorithms);
+#   3. a short training of each demo config with --amp (float16 AmpOptimWrapper on CUDA,
+#      bfloat16 CPUAmpOptimWrapper on the CPU): every logged loss finite;
+#   4. furthest-point sampling alone at paper size (B=4, 20 000 points, 1 024 samples);
+#   5. tools/analysis/benchmark_loader.py for GSNet, dense against deferred, on a synthetic
+#      paper-size dataset (real 300x12x4 grid, 1280x720, 2 000 label points per object)
+#      written on the machine: the per-part table of an iteration.
+#
+# Without CUDA (or with --cpu-smoke, or MMGRASP_DEVICE_CHECK=cpu-smoke) the same steps run at
+# small sizes and the CUDA tests are expected to skip: tests/integration/test_device_check.py
+# runs it so. The exit status is 0 only if every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+PY=${PYTHON:-python3}
+WHEELS="mmengine==0.10.7 mmcv-lite==2.2.0 addict==2.4.0 yapf==0.43.0 termcolor==3.3.0 platformdirs==4.14.9"
+
+if [ "${1:-}" = "--fetch-wheels" ]; then  # where pip reaches PyPI; the device machine cannot
+    exclude="$(git rev-parse --git-common-dir)/info/exclude"
+    grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >> "$exclude"
+    # shellcheck disable=SC2086
+    exec "$PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl $WHEELS
+fi
+
+SMOKE=${MMGRASP_DEVICE_CHECK:-}
+if [ "${1:-}" = "--cpu-smoke" ]; then SMOKE=cpu-smoke; shift; fi
+RESULTS=${1:-${OUT:-work_dirs/device_check}/device_check.md}
+mkdir -p "$(dirname "$RESULTS")"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mmgrasp_device_check.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+export MMGRASP_CACHE=$WORK/cache PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
+export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
+FAILED=()
+
+section() { printf '\n## %s\n\n' "$1" >> "$RESULTS"; echo "[device_check] $1" >&2; }
+verdict() {  # verdict NAME STATUS
+    echo >> "$RESULTS"
+    if [ "$2" -eq 0 ]; then echo "**passed**" >> "$RESULTS"; else
+        echo "**FAILED** (exit status $2)" >> "$RESULTS"; FAILED+=("$1"); fi
+}
+fenced() { { echo '```'; tail -n "${2:-40}" "$1"; echo '```'; } >> "$RESULTS"; }
+
+# ------------------------------------------------------------------------------ 1. install
+if ! "$PY" -c 'import mmengine, mmcv' 2>/dev/null; then
+    if ! ls .whl/*.whl >/dev/null 2>&1; then
+        echo "mmengine is missing and no wheels are in .whl/ (run $0 --fetch-wheels where pip" \
+             "works, and carry .whl)" >&2
+        exit 2
+    fi
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$WORK/site" .whl/*.whl || exit 2
+    export PYTHONPATH=$PYTHONPATH:$WORK/site
+fi
+if [ -z "$SMOKE" ] && ! "$PY" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())'; then
+    SMOKE=cpu-smoke  # no GPU here: the CPU run of the same steps
+fi
+if [ -n "$SMOKE" ]; then
+    export CUDA_VISIBLE_DEVICES=''  # the CPU path even on a GPU machine
+fi
+{
+    echo "# Device check ($([ -n "$SMOKE" ] && echo 'CPU smoke run, small sizes' || echo 'GPU'))"
+    echo
+    "$PY" - <<'EOF'
+import platform, torch, mmengine
+device = torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA device'
+print(f'{device}; Python {platform.python_version()}, torch {torch.__version__}, '
+      f'mmengine {mmengine.__version__}, CUDA {torch.version.cuda}; '
+      f'{__import__("os").cpu_count()} CPUs')
+EOF
+} > "$RESULTS"
+
+# --------------------------------------------------------------------------- 2. CUDA tests
+section 'CUDA tests (pytest -m cuda)'
+timeout 420 "$PY" -m pytest -m cuda -q -rs -s -p no:cacheprovider --junitxml "$WORK/cuda.xml" \
+    > "$WORK/cuda.log" 2>&1
+status=$?
+[ "$status" -eq 5 ] && status=0  # exit 5: nothing selected; the junit check below decides
+"$PY" - "$WORK/cuda.xml" "${SMOKE:-gpu}" >> "$RESULTS" <<'EOF' || status=1
+import sys
+import xml.etree.ElementTree as ET
+cases = list(ET.parse(sys.argv[1]).getroot().iter('testcase'))
+smoke = sys.argv[2] != 'gpu'
+rows, counts = [], dict(passed=0, failed=0, skipped=0)
+for case in cases:
+    outcome = 'failed' if case.find('failure') is not None or case.find('error') is not None \
+        else 'skipped' if case.find('skipped') is not None else 'passed'
+    counts[outcome] += 1
+    rows.append(f"| {case.get('classname').rsplit('.', 1)[-1]}::{case.get('name')} | {outcome} |")
+print(f"{len(cases)} tests: {counts['passed']} passed, {counts['failed']} failed, "
+      f"{counts['skipped']} skipped\n")
+print('| test | outcome |\n|---|---|')
+print('\n'.join(rows))
+print()
+ok = len(cases) > 0 and counts['failed'] == 0 and (counts['skipped'] == len(cases) if smoke
+                                                    else counts['skipped'] == 0)
+if not ok:
+    print('expected: ' + ('every CUDA test skipped (no GPU)' if smoke else
+                          'every CUDA test run and passed (none skipped)'))
+sys.exit(0 if ok else 1)
+EOF
+grep -A8 'without a deterministic CUDA implementation' "$WORK/cuda.log" | sort -u \
+    > "$WORK/nondeterministic.txt" || true
+if [ -s "$WORK/nondeterministic.txt" ]; then
+    echo 'Warned under use_deterministic_algorithms (warn_only):' >> "$RESULTS"
+    fenced "$WORK/nondeterministic.txt" 20
+fi
+[ "$status" -ne 0 ] && fenced "$WORK/cuda.log" 60
+verdict 'CUDA tests' "$status"
+
+# ---------------------------------------------------------------------------- datasets
+if [ -n "$SMOKE" ]; then
+    DEMO=(--scenes 1 --frames 2 --objects 4 --points-per-object 120 --image-size 320 180)
+    PAPER=("${DEMO[@]}")
+    POINTS=800
+else
+    DEMO=(--scenes 4 --frames 4 --objects 10 --points-per-object 300)  # tools/run_demo.sh's
+    PAPER=(--scenes 1 --frames 8 --objects 10 --points-per-object 2000)
+    POINTS=
+fi
+make_data() {  # make_data FOLDER ARGS...
+    local out=$1; shift
+    "$PY" tools/data/make_synthetic.py "$out" "$@" --cameras realsense --quiet \
+        && "$PY" tools/data/generate_graspness.py "$out" > /dev/null
+}
+make_data "$WORK/demo" "${DEMO[@]}" 2> "$WORK/demo_data.log" || { fenced "$WORK/demo_data.log"; FAILED+=('demo dataset'); }
+
+# ---------------------------------------------------------------------- 3. AMP trainings
+section 'Demo trainings with --amp'
+echo '| config | wrapper | iterations logged | losses (first → last logged) | finite |' >> "$RESULTS"
+echo '|---|---|---|---|---|' >> "$RESULTS"
+amp_status=0
+for config in gsnet_demo graspnet_baseline_demo scale_balanced_demo; do
+    options=(train_cfg.max_epochs=1 train_dataloader.dataset.data_root="$WORK/demo"
+             default_hooks.logger.interval=1 default_hooks.checkpoint.interval=100)
+    if [ -n "$SMOKE" ]; then
+        options+=(train_dataloader.num_workers=0 train_dataloader.persistent_workers=False
+                  train_dataloader.dataset.pipeline.0.num_points=$POINTS)
+    fi
+    timeout 300 "$PY" tools/train.py "configs/$config.py" --amp --work-dir "$WORK/amp_$config" \
+        --cfg-options "${options[@]}" > "$WORK/amp_$config.log" 2>&1
+    run=$?
+    "$PY" - "$WORK/amp_$config" "$config" "$run" >> "$RESULTS" <<'EOF' || { amp_status=1; fenced "$WORK/amp_$config.log" 30; }
+import glob, json, math, re, sys
+work, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [json.loads(line) for path in glob.glob(f'{work}/*/vis_data/scalars.json')
+        for line in open(path) if line.strip()]
+logs = ''.join(open(p).read() for p in glob.glob(f'{work}/*/*.log'))
+wrapper = (re.findall(r"type='(\w*AmpOptimWrapper)'", logs) or ['?'])[0]
+losses = [row['loss'] for row in rows if 'loss' in row]
+finite = bool(rows) and all(math.isfinite(v) for row in rows for k, v in row.items()
+                            if k.startswith('loss'))
+shown = f'{losses[0]:.4g} → {losses[-1]:.4g}' if losses else '-'
+print(f'| {config} | {wrapper} | {len(rows)} | {shown} | {"yes" if finite else "NO"} |')
+sys.exit(0 if run == 0 and finite and wrapper != '?' else 1)
+EOF
+done
+verdict 'AMP trainings' "$amp_status"
+
+# ---------------------------------------------------------------- 4. furthest-point sampling
+section 'Furthest-point sampling alone'
+"$PY" - "${SMOKE:-gpu}" >> "$RESULTS" 2> "$WORK/fps.log" <<'EOF'
+import sys, time, torch
+from mmgrasp.models.layers import furthest_point_sample
+device = 'cpu' if sys.argv[1] != 'gpu' else 'cuda'
+batch, n, num = (2, 2000, 256) if device == 'cpu' else (4, 20000, 1024)
+xyz = torch.rand(batch, n, 3, generator=torch.Generator().manual_seed(0)).to(device)
+furthest_point_sample(xyz, num)  # warm-up
+times = []
+for _ in range(3 if device == 'cpu' else 10):
+    if device == 'cuda':
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    furthest_point_sample(xyz, num)
+    if device == 'cuda':
+        torch.cuda.synchronize()
+    times.append(time.perf_counter() - start)
+print(f'| device | B | N | samples | best (ms) | median (ms) |\n|---|---|---|---|---|---|\n'
+      f'| {device} | {batch} | {n} | {num} | {min(times) * 1e3:.3g} | '
+      f'{sorted(times)[len(times) // 2] * 1e3:.3g} |')
+EOF
+status=$?
+[ "$status" -ne 0 ] && fenced "$WORK/fps.log"
+verdict 'FPS' "$status"
+
+# ------------------------------------------------------------ 5. loader benchmark (GSNet)
+section 'benchmark_loader.py, GSNet, dense against deferred'
+if [ -n "$SMOKE" ]; then
+    DATA=$WORK/demo
+    BENCH=(configs/gsnet_demo.py --iterations 1 --warmup 0 --repeats 1 --workers 0
+           --model-scale 0.25 --cfg-options train_dataloader.dataset.data_root="$DATA"
+           train_dataloader.dataset.pipeline.0.num_points=$POINTS)
+    status=0
+else
+    DATA=$WORK/paper
+    start=$(date +%s)
+    make_data "$DATA" "${PAPER[@]}" 2> "$WORK/paper_data.log"
+    status=$?
+    echo "Dataset: make_synthetic.py ${PAPER[*]} --cameras realsense (written in" \
+         "$(( $(date +%s) - start )) s, graspness included)." >> "$RESULTS"
+    BENCH=(configs/gsnet_deferred.py --iterations 8 --warmup 2 --repeats 2 --workers 6
+           --cfg-options train_dataloader.dataset.data_root="$DATA")
+fi
+if [ "$status" -eq 0 ]; then
+    echo >> "$RESULTS"
+    echo "\`benchmark_loader.py ${BENCH[*]}\`" | sed "s|$WORK|\$WORK|g" >> "$RESULTS"
+    echo >> "$RESULTS"
+    timeout 420 "$PY" tools/analysis/benchmark_loader.py "${BENCH[@]}" --json "$WORK/bench.json" \
+        > "$WORK/bench.out" 2> "$WORK/bench.log"
+    status=$?
+    cat "$WORK/bench.out" >> "$RESULTS"
+    [ "$status" -ne 0 ] && fenced "$WORK/bench.log"
+else
+    fenced "$WORK/paper_data.log"
+fi
+verdict 'loader benchmark' "$status"
+
+# ---------------------------------------------------------------------------------- verdict
+section 'Verdict'
+if [ ${#FAILED[@]} -eq 0 ]; then
+    echo 'every step passed' >> "$RESULTS"
+else
+    echo "failed: ${FAILED[*]}" >> "$RESULTS"
+fi
+echo "[device_check] results in $RESULTS" >&2
+[ ${#FAILED[@]} -eq 0 ]
