@@ -3,19 +3,23 @@ import os
 import subprocess
 import sys
 
+import xml.etree.ElementTree as ET
+
 import cv2
 import numpy as np
 import pytest
 import scipy.io
 
-from mmgrasp.datasets.synthetic import (MU_VALUES, RS_WRT_KN, TOLERANCE_RADII, camera_intrinsics,
+from mmgrasp.datasets.synthetic import (MU_VALUES, RS_WRT_KN, TOLERANCE_RADII, box_sdf_grid,
+                                        box_signed_distance, camera_intrinsics,
                                         model_half_extents, write_synthetic_dataset)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GRID = (6, 3, 2)  # V*A*D = 36 is not a multiple of 8 (bool packing edge case for readers)
 SIZE = (320, 180)
 SMALL = dict(scenes=2, frames=2, objects=3, points_per_object=40, grid=GRID, image_size=SIZE,
-             duplicates=0, seed=3, progress=False)
+             duplicates=0, seed=3, progress=False, test_scenes=(100, 130))
+SCENES = (0, 1, 100, 130)
 CAMERAS = ('realsense', 'kinect')
 
 
@@ -40,6 +44,63 @@ def _png(cdir, kind, frame):
     return cv2.imread(os.path.join(cdir, kind, f'{frame:04d}.png'), cv2.IMREAD_UNCHANGED)
 
 
+def _quat_to_matrix(q):
+    """w x y z quaternion -> rotation (the formula transforms3d's quat2mat uses)."""
+    w, x, y, z = np.asarray(q, np.float64) / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _read_annotations(path):
+    """(ids, 4x4 poses) the way graspnetAPI's xmlReader reads them: children by position."""
+    ids, poses = [], []
+    for obj in ET.parse(path).getroot():
+        ids.append(int(obj[0].text))
+        assert obj[0].tag == 'obj_id' and obj[3].tag == 'pos_in_world' and \
+            obj[4].tag == 'ori_in_world' and obj[1].text and obj[2].text
+        pose = np.eye(4)
+        pose[:3, :3] = _quat_to_matrix([float(v) for v in obj[4].text.split()])
+        pose[:3, 3] = [float(v) for v in obj[3].text.split()]
+        poses.append(pose)
+    return ids, poses
+
+
+def _check_models(mdir, half):
+    """Dense PLY vertices on the surface, the OBJ box, and an SDF with the box as zero set."""
+    with open(os.path.join(mdir, 'nontextured.ply')) as f:
+        ply = f.read().splitlines()
+    n = int(ply[2].split()[-1])
+    assert ply[0] == 'ply' and ply[6] == 'end_header' and len(ply) == 7 + n
+    verts = np.array([[float(v) for v in line.split()] for line in ply[7:]])
+    assert np.abs(box_signed_distance(half, verts)).max() < 1e-6
+    area = 8 * (half[0] * half[1] + half[1] * half[2] + half[0] * half[2])
+    assert n >= area / 0.0025 ** 2  # a 2.5 mm grid: dozens of points per 8 mm voxel
+    for k in range(3):  # every face is covered, edges included
+        assert np.isclose(verts[:, k].max(), half[k], atol=1e-6)
+    with open(os.path.join(mdir, 'textured.obj')) as f:
+        obj = [line.split() for line in f]
+    v = np.array([[float(x) for x in r[1:]] for r in obj if r[0] == 'v'])
+    faces = np.array([[int(x) - 1 for x in r[1:]] for r in obj if r[0] == 'f'])
+    np.testing.assert_allclose(np.abs(v), np.broadcast_to(half, (8, 3)), atol=1e-6)
+    tri = v[faces]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    assert faces.shape == (12, 3) and np.all(np.einsum('ij,ij->i', normal, tri.mean(1)) > 0)
+    with open(os.path.join(mdir, 'textured.sdf')) as f:
+        dims = [int(x) for x in f.readline().split()]
+        origin = np.array([float(x) for x in f.readline().split()])
+        res = float(f.readline())
+        values = np.loadtxt(f)
+    data = values.reshape(dims[::-1]).transpose(2, 1, 0)  # x fastest, as dexnet's reader loops
+    expected, exp_origin, exp_res = box_sdf_grid(half)
+    assert res == exp_res and np.allclose(origin, exp_origin, atol=1e-6)
+    np.testing.assert_allclose(data, expected, atol=1e-8)
+    nodes = origin + res * np.stack(np.meshgrid(*[np.arange(n) for n in dims], indexing='ij'), -1)
+    exact = box_signed_distance(half, nodes)
+    assert np.array_equal(np.sign(data), np.sign(exact))  # same zero set and inside
+    assert np.all(origin < -half - 0.01) and np.all(origin + res * (np.array(dims) - 1) > half)
+
+
 def _scene_ids(root, scene):
     with open(os.path.join(root, 'scenes', f'scene_{scene:04d}', 'object_id_list.txt')) as f:
         return [int(x) for x in f.read().split()]
@@ -49,6 +110,8 @@ def test_layout_shapes_dtypes(small):
     models = SMALL['objects'] + 2
     assert sorted(os.listdir(small)) == ['collision_label', 'grasp_label', 'models', 'scenes',
                                          'tolerance']
+    assert sorted(os.listdir(os.path.join(small, 'scenes'))) == [
+        'scene_0000', 'scene_0001', 'scene_0100', 'scene_0130']
     assert not any('.tmp-' in n for n in os.listdir(os.path.dirname(small)))
     nps = {}
     for m in range(models):
@@ -67,12 +130,8 @@ def test_layout_shapes_dtypes(small):
         half = model_half_extents(SMALL['seed'], m)
         p = np.abs(g['points'])
         assert np.all(p <= half + 1e-6) and np.all(np.abs(p - half).min(axis=1) < 1e-6)
-        with open(os.path.join(small, 'models', f'{m:03d}', 'nontextured.ply')) as f:
-            ply = f.read().splitlines()
-        verts = np.array([[float(v) for v in line.split()] for line in ply[9:17]])
-        np.testing.assert_allclose(np.abs(verts), np.broadcast_to(half, (8, 3)), atol=1e-6)
-        assert len(ply) == 29 and ply[17].startswith('3 ')
-    for s in range(SMALL['scenes']):
+        _check_models(os.path.join(small, 'models', f'{m:03d}'), half)
+    for s in SCENES:
         sdir = os.path.join(small, 'scenes', f'scene_{s:04d}')
         ids = _scene_ids(small, s)
         assert len(ids) == SMALL['objects'] and len(set(ids)) == len(ids)
@@ -112,6 +171,15 @@ def test_layout_shapes_dtypes(small):
                 np.testing.assert_array_equal(meta['intrinsic_matrix'], K)
                 assert meta['factor_depth'].dtype == np.float64
                 np.testing.assert_array_equal(meta['factor_depth'], [[1000.0]])
+                # annotations: same objects and poses (model -> current camera) as the meta file
+                xml_ids, xml_poses = _read_annotations(os.path.join(cdir, 'annotations',
+                                                                    f'{f:04d}.xml'))
+                assert xml_ids == ids
+                for i, pose in enumerate(xml_poses):
+                    np.testing.assert_allclose(pose[:3], meta['poses'][..., i], atol=2e-7)
+                    camera_to_table = cam0[cam] @ poses[f]
+                    assert abs((camera_to_table @ pose)[2, 3] - model_half_extents(
+                        SMALL['seed'], ids[i])[2]) < 1e-6  # resting on the table
         np.testing.assert_allclose(cam0['realsense'], cam0['kinect'] @ rs, atol=1e-12)
         np.testing.assert_allclose(rs, RS_WRT_KN)
 
@@ -167,7 +235,7 @@ def test_label_statistics(tmp_path):
 
 
 def test_depth_label_consistency(small):
-    for s in range(SMALL['scenes']):
+    for s in SCENES:
         ids = _scene_ids(small, s)
         for cam in CAMERAS:
             cdir = os.path.join(small, 'scenes', f'scene_{s:04d}', cam)
