@@ -13,8 +13,8 @@ dexnet models from frame 0's annotation, 8 mm voxel sampling, the table box, wid
   such a frame is not passed to it and scores zeros - what eval_scene itself gives a frame whose
   grasps all vanish. The JSON lists these frames under ``empty_frames``.
 
-``np.random`` is seeded before each scene's dexnet models are built: ``Sdf3D`` draws 1000 random
-surface cells with it, used for signed distances queried outside the SDF grid. The JSON counts such
+``np.random.seed(seed)`` is called before each scene's dexnet models are built: ``Sdf3D`` draws
+1000 random surface cells with it, used for signed distances queried outside the SDF grid. The JSON counts such
 queries (``sdf_out_of_bounds_queries``); when it is 0 the random draw cannot affect any result.
 
 Writes into OUT: ``<dump>.npz`` per dump (``accuracy`` (S, F, 50, 6) float64, ``scene_ids``, and
@@ -52,9 +52,10 @@ def parse_args(argv=None):
     p.add_argument('--frames', type=int, required=True, help='frames 0..F-1 of every scene')
     p.add_argument('--dump', action='append', required=True, metavar='NAME=DIR',
                    help='a dump folder (DIR/scene_%%04d/<camera>/%%04d.npy); repeatable')
-    p.add_argument('--seed', type=int, default=0, help='np.random seed per scene (+ scene id)')
-    p.add_argument('--meta', action='append', default=[], metavar='KEY=VALUE',
-                   help='extra strings recorded in golden.json (e.g. the dataset command)')
+    p.add_argument('--seed', type=int, default=0, help='np.random.seed before each scene\'s dexnet models')
+    p.add_argument('--dataset-info', default=None, metavar='JSON',
+                   help="make_golden_dumps.py's dataset.json (the dataset's command and "
+                        'fingerprint), recorded in golden.json under "meta"')
     return p.parse_args(argv)
 
 
@@ -91,7 +92,7 @@ def eval_scene_frames(ge, scene_id, dump_dir, frames, seed, details, empty_frame
                                               voxel_sample_points)
     config = get_config()
     table = create_table_points(1.0, 1.0, 0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)
-    np.random.seed(seed + scene_id)
+    np.random.seed(seed)  # GraspNetMetric(sdf_sample_seed=seed) draws the same sample per scene
     model_list, dexmodel_list, _ = ge.get_scene_models(scene_id, ann_id=0)
     model_sampled_list = [voxel_sample_points(m, 0.008) for m in model_list]
     scene_acc = []
@@ -161,7 +162,10 @@ def main(argv=None):
                   graspnetAPI.__file__))),
               'numpy': np.__version__, 'open3d': open3d.__version__,
               'python': platform.python_version(),
-              'meta': dict(m.split('=', 1) for m in args.meta), 'dumps': {}}
+              'meta': {}, 'dumps': {}}
+    if args.dataset_info:
+        with open(args.dataset_info) as f:
+            golden['meta'] = json.load(f)
     timing = {'camera': args.camera, 'scene_ids': list(args.scenes), 'frames_per_scene':
               args.frames, 'processes': 1, 'threads': os.environ.get('OMP_NUM_THREADS', 'unset'),
               'dumps': {}}

@@ -23,7 +23,10 @@ a binormal whose norm is more than 1e-5 from 1.
 """
 import argparse
 import functools
+import hashlib
+import json
 import os
+import sys
 import xml.etree.ElementTree as ET
 import zlib
 
@@ -44,7 +47,31 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--per-object', type=int, default=10, help='gt grasps per object and frame')
     p.add_argument('--random', type=int, default=40, help='random grasps per frame')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--make-synthetic-args', default=None, metavar='JSON',
+                   help='the make_synthetic.py arguments that wrote ROOT (a JSON list), recorded '
+                        'in OUT/dataset.json for the golden test to rebuild ROOT')
     return p.parse_args(argv)
+
+
+def evaluation_inputs_digest(root: str, camera: str, scenes) -> str:
+    """SHA-1 of every file the evaluator reads for ``scenes``: annotations, camera poses, the
+    table alignment and the models (PLY, OBJ, SDF) of the objects in frame 0's annotation."""
+    h = hashlib.sha1()
+    ids = set()
+    for scene in sorted(scenes):
+        cdir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
+        names = sorted(os.listdir(os.path.join(cdir, 'annotations')))
+        files = [os.path.join('annotations', n) for n in names]
+        files += ['camera_poses.npy', 'cam0_wrt_table.npy']
+        for rel in files:
+            with open(os.path.join(cdir, rel), 'rb') as f:
+                h.update(f'{scene}/{rel}'.encode() + hashlib.sha1(f.read()).digest())
+        ids.update(i for i, _ in read_annotation(os.path.join(cdir, 'annotations', names[0])))
+    for i in sorted(ids):
+        for name in ('nontextured.ply', 'textured.obj', 'textured.sdf'):
+            with open(os.path.join(root, 'models', f'{i:03d}', name), 'rb') as f:
+                h.update(f'{i}/{name}'.encode() + hashlib.sha1(f.read()).digest())
+    return h.hexdigest()
 
 
 def _rng(seed: int, purpose: str, *index: int) -> np.random.Generator:
@@ -190,6 +217,11 @@ def main(argv=None) -> None:
                 np.save(os.path.join(d, f'{frame:04d}.npy'), arr)
             print(f'scene {scene} frame {frame}: ' +
                   ', '.join(f'{k} {len(v)}' for k, v in dumps.items()))
+    info = {'evaluation_inputs_sha1': evaluation_inputs_digest(a.root, a.camera, a.scenes),
+            'make_synthetic_args': a.make_synthetic_args,
+            'dumps_command_args': json.dumps(argv if argv is not None else sys.argv[1:])}
+    with open(os.path.join(a.out, 'dataset.json'), 'w') as f:
+        json.dump(info, f, indent=1)
 
 
 if __name__ == '__main__':
