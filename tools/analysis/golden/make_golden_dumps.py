@@ -6,7 +6,8 @@ Runs in mmgrasp's environment (numpy only). Writes four dump folders under OUT, 
 depth, rotation 9 row-major, translation 3, object id):
 
 * ``gt``: grasps from the dataset's labels as graspnetAPI's ``loadGrasp(format='6d')`` builds them
-  (points with 0 < mu <= 0.4 that are free of scene collision, score 1.1 - mu, rotation
+  (points with 0 < mu <= 0.4 that are free of scene collision, score 1.1 - mu less a draw in
+  [0, 0.01) that breaks ties (see TIE_BREAK), rotation
   ``pose_R @ R(-view, angle)``, translation ``pose @ point``), a seeded subset per object;
 * ``random``: random rotations at model points jittered by 5 mm, random widths, depths, scores;
 * ``shifted``: the gt grasps moved 5 cm in a random direction, off their objects;
@@ -34,6 +35,9 @@ import numpy as np
 
 GRASP_HEIGHT = 0.02
 FRIC_COEF_THRESH = 0.4  # loadGrasp's default
+#: gt scores are 1.1 - mu minus a draw below this, so no two are equal (mu order kept): graspnetAPI's
+#: result for equal scores depends on the dump's row order (grasp_nms's std::sort, numpy argsort)
+TIE_BREAK = 0.01
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -155,8 +159,8 @@ def gt_grasps(root, scene, objects, rng, per_object):
         off = offsets[p, vi, ai, di].astype(np.float64)
         rot = pose[:3, :3] @ viewpoint_to_matrix(-views(v)[vi], off[:, 0])
         trans = points[p].astype(np.float64) @ pose[:3, :3].T + pose[:3, 3]
-        out.append(rows(1.1 - mu[p, vi, ai, di].astype(np.float64), off[:, 2], off[:, 1],
-                        rot, trans, obj_id))
+        score = 1.1 - mu[p, vi, ai, di].astype(np.float64) - rng.uniform(0, TIE_BREAK, len(p))
+        out.append(rows(score, off[:, 2], off[:, 1], rot, trans, obj_id))
     return np.concatenate(out) if out else np.zeros((0, 17), np.float32)
 
 
