@@ -86,6 +86,9 @@ class SignedDistanceField:
         return out.reshape(shape)
 
     def _trilinear(self, c: np.ndarray) -> np.ndarray:
+        # dexnet snaps to [0, dims - 1] first and weighs the corners from the snapped point: in
+        # the last cell (dims - 1 <= c < dims) the weights differ from the unsnapped point's
+        c = np.minimum(c, self.dims - 1)
         base = np.floor(c).astype(np.int64)
         sd = np.zeros(len(c))
         for offset in _CORNERS:  # dexnet's corner order and float operation order
