@@ -14,8 +14,9 @@ dexnet models from frame 0's annotation, 8 mm voxel sampling, the table box, wid
   grasps all vanish. The JSON lists these frames under ``empty_frames``.
 
 ``np.random.seed(seed)`` is called before each scene's dexnet models are built: ``Sdf3D`` draws
-1000 random surface cells with it, used for signed distances queried outside the SDF grid. The JSON counts such
-queries (``sdf_out_of_bounds_queries``); when it is 0 the random draw cannot affect any result.
+1000 random surface cells with it, used for signed distances queried outside the SDF grid. The
+JSON counts ``Sdf3D.is_out_of_bounds`` hits (``sdf_out_of_bounds_queries``: such queries, plus
+interpolation corners past the grid's last cell); when it is 0 the draw cannot affect a result.
 
 Writes into OUT: ``<dump>.npz`` per dump (``accuracy`` (S, F, 50, 6) float64, ``scene_ids``, and
 per frame ``grasps_SSSS_FFFF`` (K, 17) / ``scores_SSSS_FFFF`` (K,) / ``collision_SSSS_FFFF`` (K,):
@@ -52,7 +53,8 @@ def parse_args(argv=None):
     p.add_argument('--frames', type=int, required=True, help='frames 0..F-1 of every scene')
     p.add_argument('--dump', action='append', required=True, metavar='NAME=DIR',
                    help='a dump folder (DIR/scene_%%04d/<camera>/%%04d.npy); repeatable')
-    p.add_argument('--seed', type=int, default=0, help='np.random.seed before each scene\'s dexnet models')
+    p.add_argument('--seed', type=int, default=0,
+                   help="np.random.seed before each scene's dexnet models")
     p.add_argument('--dataset-info', default=None, metavar='JSON',
                    help="make_golden_dumps.py's dataset.json (the dataset's command and "
                         'fingerprint), recorded in golden.json under "meta"')
@@ -60,7 +62,7 @@ def parse_args(argv=None):
 
 
 class _OutOfBoundsCounter:
-    """Counts SDF queries outside the grid: the only place dexnet's random surface sample is used."""
+    """Counts ``Sdf3D.is_out_of_bounds`` hits: out-of-grid queries use the random surface sample."""
 
     def __init__(self):
         from graspnetAPI.utils.dexnet.grasping.meshpy.sdf import Sdf3D
@@ -75,7 +77,7 @@ class _OutOfBoundsCounter:
 
 
 def frame_accuracy(scores: np.ndarray) -> np.ndarray:
-    """eval_scene's precision@k loop, verbatim in effect: (50, 6) for scores sorted by confidence."""
+    """eval_scene's precision@k loop: (50, 6) for friction scores sorted by confidence."""
     acc = np.zeros((TOP_K, len(FRICTION)))
     for f, fric in enumerate(FRICTION):
         for k in range(TOP_K):

@@ -12,8 +12,8 @@ depth, rotation 9 row-major, translation 3, object id):
 * ``random``: random rotations at model points jittered by 5 mm, random widths, depths, scores;
 * ``shifted``: the gt grasps moved 5 cm in a random direction, off their objects;
 * ``edge``: frame 0 empty (graspnetAPI's eval_grasp crashes on it: the golden driver scores it
-  zeros), later frames one gt grasp of each of three objects, the second with a negative width and the
-  third wider than 0.1 m (width clipping).
+  zeros), later frames one gt grasp of each of three objects, the second with a negative width
+  and the third wider than 0.1 m (width clipping).
 
 Poses come from ``annotations/%04d.xml`` (model -> camera, quaternion w x y z). Rotations are
 orthonormal in float64 and checked after the float32 cast: dexnet raises "Illegal grasp axis" for
@@ -35,8 +35,8 @@ import numpy as np
 
 GRASP_HEIGHT = 0.02
 FRIC_COEF_THRESH = 0.4  # loadGrasp's default
-#: gt scores are 1.1 - mu minus a draw below this, so no two are equal (mu order kept): graspnetAPI's
-#: result for equal scores depends on the dump's row order (grasp_nms's std::sort, numpy argsort)
+#: gt scores are 1.1 - mu minus a draw below this, so no two are equal (mu order kept):
+#: graspnetAPI's result for equal scores depends on the dump's row order (grasp_nms's sort)
 TIE_BREAK = 0.01
 
 
