@@ -88,6 +88,7 @@ class SignedDistanceField:
         return out.reshape(shape)
 
     def _trilinear(self, c: np.ndarray) -> np.ndarray:
+        c = np.minimum(c, self.dims - 1)  # dexnet snaps (dims - 1, dims) onto the last cell
         base = np.floor(c).astype(np.int64)
         sd = np.zeros(len(c))
         for offset in _CORNERS:  # dexnet's corner order and float operation order

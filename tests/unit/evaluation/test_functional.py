@@ -145,6 +145,9 @@ def test_sdf_trilinear_and_outside():
     assert sdf(cell)[0] == pytest.approx(sdf.data[30, 30, 30])
     mid = np.array([[30.5, 30.0, 30.0]])
     assert sdf(mid)[0] == pytest.approx(sdf.data[30:32, 30, 30].mean())
+    # between the last cell and the grid's end dexnet snaps onto the last cell
+    edge = np.array([[60.5, 30.0, 30.0]])
+    assert sdf(edge)[0] == pytest.approx(sdf.data[60, 30, 30])
     far = np.array([[-10.0, 30.0, 30.0]])  # 0.08 m from the centre, off the grid
     assert sdf(far)[0] == pytest.approx(0.05, abs=2e-3)
 
