@@ -17,7 +17,9 @@ model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
              crop=dict(channels=(16, )), assigner=dict(num_views=5))
 """,
     'graspnet_baseline_demo.py': """
-model = dict(num_views=5, num_angles=3, num_depths=3,
+# objectness_filter off: a 1-epoch model may place no seed on an object, and every seed's row
+# is checked here
+model = dict(num_views=5, num_angles=3, num_depths=3, objectness_filter=False,
              backbone=dict(npoints=(256, 128, 64, 32), nsamples=(16, 8, 8, 8), scale=0.125),
              crop=dict(nsample=8, channels=(8, 8, 16), hmax=(0.01, 0.02, 0.03)),
              assigner=dict(num_views=5))

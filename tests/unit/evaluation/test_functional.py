@@ -190,7 +190,8 @@ def test_force_closure_antipodal_and_not():
     tilted = np.array([[np.cos(t), np.sin(t), 0]])
     assert antipodal_angles(c1, n1, c2, tilted)[0] == pytest.approx(t)
     assert force_closure_min_friction(c1, n1, c2, tilted)[0] == 0.6
-    assert force_closure(c1, n1, c2, tilted, 0.6)[0] and not force_closure(c1, n1, c2, tilted, 0.5)[0]
+    assert force_closure(c1, n1, c2, tilted, 0.6)[0]
+    assert not force_closure(c1, n1, c2, tilted, 0.5)[0]
     # 50 degrees: tan 50 = 1.19 -> 1.2; 55 degrees: none
     for deg, want in ((50, 1.2), (55, -1.0)):
         t = np.deg2rad(deg)
