@@ -12,6 +12,7 @@ from .gripper import gripper_collision
 from .nms import grasp_nms
 from .points import nearest_indices, transform_points
 from .sdf import SignedDistanceField
+from .sorting import legacy_numpy_argsort
 
 EVAL_FRICTION_COEFFICIENTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 
@@ -65,7 +66,8 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                    sdfs: Sequence[SignedDistanceField], poses: Sequence[np.ndarray],
                    table: np.ndarray | None, top_k: int = 50, max_width: float = 0.1,
                    per_object: int = 10) -> dict:
-    """graspnetAPI's per-frame evaluation of a dump.
+    """graspnetAPI's per-frame evaluation of a dump (tied scores ordered as graspnetAPI's
+    sorts order them, see :mod:`.sorting`).
 
     Args:
         grasps: (N, 17) dumped rows (any float dtype; widths are clipped in that dtype).
@@ -91,11 +93,11 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
     per_obj = []
     for i in range(len(posed)):
         g = grasps[assigned == i]
-        per_obj.append(g[np.argsort(g[:, 0])[::-1]][:per_object])
+        per_obj.append(g[legacy_numpy_argsort(g[:, 0])[::-1]][:per_object])
     stacked = np.vstack(per_obj)
     if len(stacked) == 0:
         return empty
-    ranked = np.argsort(stacked[:, 0])[::-1]
+    ranked = legacy_numpy_argsort(stacked[:, 0])[::-1]
     min_score = stacked[ranked[min(top_k - 1, len(ranked) - 1)], 0]
     if table is not None:
         scene = np.concatenate([scene, table])
@@ -117,7 +119,7 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
     if not kept:
         return empty
     kept, scores, collided = np.concatenate(kept), np.concatenate(scores), np.concatenate(collided)
-    order = np.argsort(-kept[:, 0])
+    order = legacy_numpy_argsort(-kept[:, 0])
     kept, scores, collided = kept[order], scores[order], collided[order]
     return dict(accuracy=precision_at_k(scores, top_k), grasps=kept, scores=scores,
                 collision=collided)

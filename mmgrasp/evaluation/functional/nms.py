@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .sorting import std_sort_descending
+
 
 def grasp_nms(grasps: np.ndarray, translation_thresh: float = 0.03,
               rotation_thresh: float = 30.0 / 180.0 * np.pi) -> np.ndarray:
@@ -10,11 +12,11 @@ def grasp_nms(grasps: np.ndarray, translation_thresh: float = 0.03,
 
     A grasp is dropped when a kept, better grasp lies closer than ``translation_thresh``
     (metres, translations) AND closer than ``rotation_thresh`` (radians, the angle of
-    R1 R2^T). Returns the kept rows in float64, sorted by score, high to low (ties: input
-    order; grasp_nms's std::sort leaves them unspecified).
+    R1 R2^T). Returns the kept rows in float64, sorted by score, high to low, ties in the
+    order grasp_nms's ``std::sort`` (libstdc++) leaves them.
     """
     grasps = np.ascontiguousarray(grasps, dtype=np.float64).reshape(-1, 17)
-    order = np.argsort(-grasps[:, 0], kind='stable')
+    order = std_sort_descending(grasps[:, 0])
     rows = grasps[order]
     t = rows[:, 13:16]
     r = rows[:, 4:13]

@@ -145,6 +145,9 @@ def test_sdf_trilinear_and_outside():
     assert sdf(cell)[0] == pytest.approx(sdf.data[30, 30, 30])
     mid = np.array([[30.5, 30.0, 30.0]])
     assert sdf(mid)[0] == pytest.approx(sdf.data[30:32, 30, 30].mean())
+    # between the last cell and the grid's end dexnet snaps onto the last cell
+    edge = np.array([[60.5, 30.0, 30.0]])
+    assert sdf(edge)[0] == pytest.approx(sdf.data[60, 30, 30])
     far = np.array([[-10.0, 30.0, 30.0]])  # 0.08 m from the centre, off the grid
     assert sdf(far)[0] == pytest.approx(0.05, abs=2e-3)
 
@@ -187,7 +190,8 @@ def test_force_closure_antipodal_and_not():
     tilted = np.array([[np.cos(t), np.sin(t), 0]])
     assert antipodal_angles(c1, n1, c2, tilted)[0] == pytest.approx(t)
     assert force_closure_min_friction(c1, n1, c2, tilted)[0] == 0.6
-    assert force_closure(c1, n1, c2, tilted, 0.6)[0] and not force_closure(c1, n1, c2, tilted, 0.5)[0]
+    assert force_closure(c1, n1, c2, tilted, 0.6)[0]
+    assert not force_closure(c1, n1, c2, tilted, 0.5)[0]
     # 50 degrees: tan 50 = 1.19 -> 1.2; 55 degrees: none
     for deg, want in ((50, 1.2), (55, -1.0)):
         t = np.deg2rad(deg)
