@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmgrasp.evaluation.functional import force_closure_min_friction
+
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'tolerance_labels', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH',
            'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN', 'MU_GRID']
@@ -40,6 +42,7 @@ GRIPPER_BASE_DEPTH = 0.02
 FINGER_WIDTH = 0.01
 JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
 EDGE_MARGIN = 0.006  # three SDF cells (synthetic.SDF_RESOLUTION = 2 mm)
+CENTRE_MARGIN = 0.004  # two SDF cells: dexnet's jaw samples end at the centre
 #: Friction coefficients of the labels (the 0.1 grid) in float64, as the evaluator compares them.
 MU_GRID = np.round(np.arange(1, 11) * 0.1, 1)
 _TOLERANCE_RADII = [0.001 * x for x in range(51)]  # graspnet-baseline generate_tolerance_label.py
@@ -102,21 +105,26 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
             t_near = np.maximum(lo, t_near)
             face_far = np.where(hi < t_far, k, face_far)
             t_far = np.minimum(hi, t_far)
-    # contact normals are face normals: cos(angle to the jaw line) = |u| along the face axis
-    absu = np.abs(u)
-    cos = np.minimum(np.take_along_axis(absu, face_near[..., None], -1)[..., 0],
-                     np.take_along_axis(absu, face_far[..., None], -1)[..., 0])
-    alpha = np.arccos(np.clip(cos, 0.0, 1.0))
-    level = np.searchsorted(np.arctan(MU_GRID), alpha, side='left')  # first mu: alpha <= atan mu
-    ok = level < len(MU_GRID)
+    ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN)
+    contacts = []
     for t, face in ((t_near, face_near), (t_far, face_far)):
-        margin = half - np.abs(c + t[..., None] * u)  # contact to the face planes of each axis
+        q = c + t[..., None] * u
+        margin = half - np.abs(q)  # contact to the face planes of each axis
         np.put_along_axis(margin, face[..., None], np.inf, -1)
         ok &= margin.min(-1) >= EDGE_MARGIN
+        contacts.append((q, face))
+    # the evaluator's antipodal test on the contacts and their face normals
+    (q1, f1), (q2, f2) = ((q[ok], f[ok]) for q, f in contacts)
+    rows = np.arange(len(q1))
+    n1, n2 = np.zeros_like(q1), np.zeros_like(q2)
+    n1[rows, f1] = np.sign(q1[rows, f1])
+    n2[rows, f2] = np.sign(q2[rows, f2])
+    cell_mu = np.full(ok.shape, -1.0)
+    cell_mu[ok] = force_closure_min_friction(q1, n1, q2, n2, MU_GRID)
     shape = (len(p), v, a, d)
     mu = np.full(shape, -1, np.float32)
     width = np.zeros(shape, np.float32)
-    mu[pi, vi, :, di] = np.where(ok, MU_GRID[np.minimum(level, len(MU_GRID) - 1)], -1.0)
+    mu[pi, vi, :, di] = cell_mu
     width[pi, vi, :, di] = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
     return mu, width
 

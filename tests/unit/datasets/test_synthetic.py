@@ -303,8 +303,9 @@ def _normal(half, q, eps=1e-5):
 
 def test_labels_follow_the_physics(stats):
     """Independently: contacts by marching the exact SDF, normals by its gradient, dexnet's
-    antipodal friction test, the smallest passing mu of the 0.1 grid; edge contacts rejected."""
-    from mmgrasp.datasets.synthetic_labels import EDGE_MARGIN
+    antipodal friction test, the smallest passing mu of the 0.1 grid; contacts near an edge of
+    their face or next to the jaw centre (where dexnet's samples end) rejected."""
+    from mmgrasp.datasets.synthetic_labels import CENTRE_MARGIN, EDGE_MARGIN
     rng = np.random.default_rng(0)
     for m in range(3):
         g = _labels(stats, m)
@@ -330,11 +331,54 @@ def test_labels_follow_the_physics(stats):
         for q in (q1, q2):  # the contact's distance to the border of its face
             rim = np.sort(half - np.abs(q), axis=1)[:, 1]
             mu = np.where(rim >= EDGE_MARGIN, mu, -1.0)
-        mu = np.where(inside, mu, -1.0)
+        mu = np.where(inside & (np.minimum(-t1, t2) >= CENTRE_MARGIN), mu, -1.0)
         np.testing.assert_array_equal(scores.reshape(-1)[cells], mu.astype(np.float32))
         expected_width = 2 * np.maximum(-t1, t2) + 0.01
         np.testing.assert_allclose(width.reshape(-1)[cells][inside], expected_width[inside],
                                    atol=1e-6)
+
+
+def test_analytic_contacts_equal_eval_jaw_closing(stats):
+    """On the written textured.sdf, the evaluator's dexnet jaw closing finds the labels' contacts
+    and face normals, and its force-closure test gives the labels' mu (and, on graspnetAPI's
+    0.2 grid, the next coefficient up). Sampled cells keep both jaw lines inside the SDF grid."""
+    from mmgrasp.evaluation.functional import (EVAL_FRICTION_COEFFICIENTS, close_jaws,
+                                               grasp_friction, read_dexnet_sdf)
+    from mmgrasp.datasets.synthetic_labels import MU_GRID
+    rng = np.random.default_rng(3)
+    for m in range(3):
+        g = _labels(stats, m)
+        half = model_half_extents(7, m)
+        sdf = read_dexnet_sdf(os.path.join(stats, 'models', f'{m:03d}', 'textured.sdf'))
+        scores, width = g['scores'], g['offsets'][..., 2]
+        pool = np.flatnonzero(scores > 0)
+        cells = rng.choice(pool, min(800, len(pool)), replace=False)
+        pi, vi, ai, di = np.unravel_index(cells, scores.shape)
+        rot = _grasp_rotation(vi, ai, 5)
+        centre = g['points'][pi].astype(np.float64) + (di + 1)[:, None] * 0.01 * rot[..., 0]
+        w = width.reshape(-1)[cells].astype(np.float64)
+        ends = [sdf.to_grid(centre + s * (w / 2)[:, None] * rot[..., 1]) for s in (-1, 1)]
+        keep = np.all([(e >= 0).all(1) & (e < np.array(sdf.dims) - 1).all(1) for e in ends], 0)
+        assert keep.sum() >= 20
+        cells, centre, rot, w, di = cells[keep], centre[keep], rot[keep], w[keep], di[keep]
+        found, points, normals = close_jaws(sdf, centre, rot[..., 1], w)
+        assert found.all()
+        t1, t2 = _contacts_by_marching(half, centre, rot[..., 1])
+        for j, t in enumerate((t1, t2)):
+            q = centre + t[:, None] * rot[..., 1]
+            np.testing.assert_allclose(points[:, j], q, atol=2e-6)
+            np.testing.assert_allclose(normals[:, j], _normal(half, q), atol=1e-5)
+        rows = np.zeros((len(cells), 17))
+        rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = 1, w, 0.02, (di + 1) * 0.01
+        rows[:, 4:13] = rot.reshape(-1, 9)
+        rows[:, 13:16] = g['points'][np.unravel_index(cells, scores.shape)[0]]
+        mu = scores.reshape(-1)[cells]
+        np.testing.assert_array_equal(
+            grasp_friction(rows, np.eye(4), sdf, MU_GRID).astype(np.float32), mu)
+        mu = np.round(mu.astype(np.float64), 1)
+        coarse = np.asarray(sorted(EVAL_FRICTION_COEFFICIENTS))
+        expected = coarse[np.searchsorted(coarse, mu - 1e-9)]
+        np.testing.assert_allclose(grasp_friction(rows, np.eye(4), sdf), expected)
 
 
 def _in_gripper(points, origin, rot, width, depth):
