@@ -90,7 +90,7 @@ def camera_intrinsics(camera: str, image_size: tuple[int, int] = (1280, 720)) ->
 
 def model_half_extents(seed: int, model_id: int) -> np.ndarray:
     """Half-extents (3,) in metres of box model ``model_id``; the model frame is the box centre."""
-    return _rng(seed, 'model-size', model_id).uniform(0.02, 0.06, 3)
+    return _rng(seed, 'model-size', model_id).uniform(0.015, 0.04, 3)
 
 
 def _surface_points(rng: np.random.Generator, half: np.ndarray, n: int) -> np.ndarray:
