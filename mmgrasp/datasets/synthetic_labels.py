@@ -16,9 +16,8 @@ box the evaluator's steps have closed forms, computed here for every cell at onc
   μ when both contact normals lie within arctan(μ) of the line joining the contacts; the label is
   the smallest μ of ``MU_VALUES`` (0.1 ... 1.0) that holds, -1 when none does.
 - **self-collision**: the two fingers and the base of graspnetAPI's gripper (height 0.02, base
-  depth 0.02, finger width 0.01) against the solid box, by the separating-axis test on the six
-  face axes (conservative: a near miss across two edges counts as a collision; the evaluator's
-  points lie on or inside the box, so a grasp free here is free there too).
+  depth 0.02, finger width 0.01) against the solid box, by the separating-axis test (exact for
+  boxes; the evaluator's points lie on or inside the box, so a grasp free here is free there).
 - **scene collision**: self-collision, or the gripper's hull (fingers, base and the space between
   the fingers) against another box of the scene (same test), or any corner of the hull below the
   table top.
@@ -31,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmgrasp.evaluation.functional import force_closure_min_friction
+
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'tolerance_labels', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH',
            'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN', 'MU_GRID']
@@ -40,6 +41,8 @@ GRIPPER_BASE_DEPTH = 0.02
 FINGER_WIDTH = 0.01
 JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
 EDGE_MARGIN = 0.006  # three SDF cells (synthetic.SDF_RESOLUTION = 2 mm)
+CENTRE_MARGIN = 0.004  # two SDF cells: dexnet's jaw samples end at the centre
+MAX_WIDTH = 0.1  # graspnetAPI clips widths to 0.1 m before closing the jaws
 #: Friction coefficients of the labels (the 0.1 grid) in float64, as the evaluator compares them.
 MU_GRID = np.round(np.arange(1, 11) * 0.1, 1)
 _TOLERANCE_RADII = [0.001 * x for x in range(51)]  # graspnet-baseline generate_tolerance_label.py
@@ -102,27 +105,33 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
             t_near = np.maximum(lo, t_near)
             face_far = np.where(hi < t_far, k, face_far)
             t_far = np.minimum(hi, t_far)
-    # contact normals are face normals: cos(angle to the jaw line) = |u| along the face axis
-    absu = np.abs(u)
-    cos = np.minimum(np.take_along_axis(absu, face_near[..., None], -1)[..., 0],
-                     np.take_along_axis(absu, face_far[..., None], -1)[..., 0])
-    alpha = np.arccos(np.clip(cos, 0.0, 1.0))
-    level = np.searchsorted(np.arctan(MU_GRID), alpha, side='left')  # first mu: alpha <= atan mu
-    ok = level < len(MU_GRID)
+    width = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
+    ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= MAX_WIDTH)
+    contacts = []
     for t, face in ((t_near, face_near), (t_far, face_far)):
-        margin = half - np.abs(c + t[..., None] * u)  # contact to the face planes of each axis
+        q = c + t[..., None] * u
+        margin = half - np.abs(q)  # contact to the face planes of each axis
         np.put_along_axis(margin, face[..., None], np.inf, -1)
         ok &= margin.min(-1) >= EDGE_MARGIN
+        contacts.append((q, face))
+    # the evaluator's antipodal test on the contacts and their face normals
+    (q1, f1), (q2, f2) = ((q[ok], f[ok]) for q, f in contacts)
+    rows = np.arange(len(q1))
+    n1, n2 = np.zeros_like(q1), np.zeros_like(q2)
+    n1[rows, f1] = np.sign(q1[rows, f1])
+    n2[rows, f2] = np.sign(q2[rows, f2])
+    cell_mu = np.full(ok.shape, -1.0)
+    cell_mu[ok] = force_closure_min_friction(q1, n1, q2, n2, MU_GRID)
     shape = (len(p), v, a, d)
     mu = np.full(shape, -1, np.float32)
-    width = np.zeros(shape, np.float32)
-    mu[pi, vi, :, di] = np.where(ok, MU_GRID[np.minimum(level, len(MU_GRID) - 1)], -1.0)
-    width[pi, vi, :, di] = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
-    return mu, width
+    width_out = np.zeros(shape, np.float32)
+    mu[pi, vi, :, di] = cell_mu
+    width_out[pi, vi, :, di] = width
+    return mu, width_out
 
 
 def _separated(cen_g, ext_g, rot, p, half):
-    """Six-axis separating test of gripper-frame boxes against the model box (centred at 0).
+    """Separating-axis test (all 15 axes) of gripper-frame boxes against the model box at 0.
 
     ``cen_g``/``ext_g`` (N, 3): part centre and half sizes in the gripper frame; ``rot`` (N, 3, 3)
     gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no overlap.
@@ -132,7 +141,15 @@ def _separated(cen_g, ext_g, rot, p, half):
     sep = np.any(np.abs(centre) > half + np.einsum('nij,nj->ni', absr, ext_g), axis=1)
     local = np.einsum('nji,nj->ni', rot, -centre)  # box centre relative to the part, gripper axes
     radius = np.einsum('nji,j->ni', absr, half)
-    return sep | np.any(np.abs(local) > ext_g + radius, axis=1)
+    sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
+    for i in range(3):  # edge-edge axes g_i x e_k
+        for k in range(3):
+            axis = np.cross(rot[:, :, i], np.eye(3)[k])
+            usable = np.linalg.norm(axis, axis=1) > 1e-6  # parallel edges: face axes decide
+            r_part = np.einsum('nj,nj->n', np.abs(np.einsum('nmj,nm->nj', rot, axis)), ext_g)
+            r_box = np.abs(axis) @ half
+            sep |= usable & (np.abs(np.einsum('nj,nj->n', centre, axis)) > r_part + r_box)
+    return sep
 
 
 def _gripper_parts(width, depth):
@@ -230,16 +247,23 @@ def tolerance_labels(points: np.ndarray, mu: np.ndarray, mu_thresh: float = 0.55
     out = np.zeros(good.shape, np.float32)
     for i in range(n):
         order = np.argsort(dists[i], kind='stable')[:counts[i, -1]]
-        near = good[order]
-        cols = np.flatnonzero(near.any(0))
-        if not len(cols):
-            continue
-        cum = np.cumsum(near[:, cols], axis=0, dtype=np.int32)  # good among the j+1 nearest
-        sizes, last_radius = np.unique(counts[i], return_index=True)  # distinct counts, first r
-        last_radius = np.append(last_radius[1:], len(radii)) - 1  # last radius of each count
-        passing = cum[sizes - 1] / sizes[:, None] >= ratio_thresh  # numpy mean, as the worker
-        alive = np.cumprod(passing.any(1)).astype(bool)  # the loop breaks at the first empty radius
-        passing &= alive[:, None]
-        best = len(sizes) - 1 - np.argmax(passing[::-1], axis=0)
-        out[i, cols] = np.where(passing.any(0), radii[last_radius[best]], 0)
+        sizes, first_radius = np.unique(counts[i], return_index=True)  # distinct neighbour counts
+        last_radius = np.append(first_radius[1:], len(radii)) - 1  # last radius of each count
+        best = np.full(good.shape[1], -1)
+        limit = 8  # the loop usually stops after a few radii: look at more neighbours only then
+        while True:
+            use = sizes <= limit
+            near = good[order[:sizes[use][-1]]]
+            cols = np.flatnonzero(near.any(0))
+            cum = np.cumsum(near[:, cols], axis=0, dtype=np.int16)  # good among the j nearest
+            need = np.ceil(ratio_thresh * sizes[use] - 1e-9)  # the worker's mean >= 0.8
+            passing = cum[sizes[use] - 1] >= need[:, None]
+            alive = np.cumprod(passing.any(1)).astype(bool)  # breaks at the first empty radius
+            passing &= alive[:, None]
+            hit = passing.any(0)
+            best[cols[hit]] = (len(passing) - 1 - np.argmax(passing[::-1], axis=0))[hit]
+            if not alive[-1] or use.all():
+                break
+            limit *= 4
+        out[i] = np.where(best >= 0, radii[last_radius[np.maximum(best, 0)]], 0)
     return out.reshape(mu.shape)
