@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Small grasp dumps on synthetic test scenes, the inputs of the graspnetAPI golden outputs.
 
-Runs in mmgrasp's environment (numpy only). Writes four dump folders under OUT, each
+Runs in mmgrasp's environment (numpy only). Writes five dump folders under OUT, each
 ``<name>/scene_%04d/<camera>/%04d.npy`` of (N, 17) float32 GraspGroup rows (score, width, height,
 depth, rotation 9 row-major, translation 3, object id):
 
@@ -9,6 +9,7 @@ depth, rotation 9 row-major, translation 3, object id):
   (points with 0 < mu <= 0.4 that are free of scene collision, score 1.1 - mu less a draw in
   [0, 0.01) that breaks ties (see TIE_BREAK), rotation
   ``pose_R @ R(-view, angle)``, translation ``pose @ point``), a seeded subset per object;
+* ``gt_tied``: the same grasps with loadGrasp's exact scores 1.1 - mu (many equal);
 * ``random``: random rotations at model points jittered by 5 mm, random widths, depths, scores;
 * ``shifted``: the gt grasps moved 5 cm in a random direction, off their objects;
 * ``edge``: frame 0 empty (graspnetAPI's eval_grasp crashes on it: the golden driver scores it
@@ -44,7 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('root', help='dataset root written by tools/data/make_synthetic.py')
-    p.add_argument('out', help='folder that receives gt/, random/, shifted/, edge/')
+    p.add_argument('out', help='folder that receives gt/, gt_tied/, random/, shifted/, edge/')
     p.add_argument('--camera', default='realsense')
     p.add_argument('--scenes', type=int, nargs='+', required=True)
     p.add_argument('--frames', type=int, required=True)
@@ -140,7 +141,7 @@ def rows(score, width, depth, rot, trans, obj_id) -> np.ndarray:
     return out
 
 
-def gt_grasps(root, scene, objects, rng, per_object):
+def gt_grasps(root, scene, objects, rng, per_object, tie_break=TIE_BREAK):
     """loadGrasp(format='6d', fric_coef_thresh=0.4) for one frame, ``per_object`` drawn per box."""
     collision = np.load(os.path.join(root, 'collision_label', f'scene_{scene:04d}',
                                      'collision_labels.npz'))
@@ -159,7 +160,7 @@ def gt_grasps(root, scene, objects, rng, per_object):
         off = offsets[p, vi, ai, di].astype(np.float64)
         rot = pose[:3, :3] @ viewpoint_to_matrix(-views(v)[vi], off[:, 0])
         trans = points[p].astype(np.float64) @ pose[:3, :3].T + pose[:3, 3]
-        score = 1.1 - mu[p, vi, ai, di].astype(np.float64) - rng.uniform(0, TIE_BREAK, len(p))
+        score = 1.1 - mu[p, vi, ai, di].astype(np.float64) - rng.uniform(0, tie_break, len(p))
         out.append(rows(score, off[:, 2], off[:, 1], rot, trans, obj_id))
     return np.concatenate(out) if out else np.zeros((0, 17), np.float32)
 
@@ -203,6 +204,9 @@ def main(argv=None) -> None:
             gt = gt_grasps(a.root, scene, objects, _rng(a.seed, 'gt', scene, frame), a.per_object)
             dumps = {
                 'gt': gt,
+                # loadGrasp's exact scores: equal ones are ordered by grasp_nms's and numpy's sorts
+                'gt_tied': gt_grasps(a.root, scene, objects, _rng(a.seed, 'gt', scene, frame),
+                                     a.per_object, tie_break=0.0),
                 'random': random_grasps(a.root, objects, _rng(a.seed, 'random', scene, frame),
                                         a.random),
                 'shifted': shifted(gt, _rng(a.seed, 'shift', scene, frame)),

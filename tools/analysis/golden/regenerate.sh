@@ -26,5 +26,5 @@ OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
     "$venv/bin/python" tools/analysis/golden/make_eval_golden.py "$work/synthetic" "$out" \
     --camera realsense --scenes 100 130 160 --frames 2 --seed 0 \
     --dataset-info "$work/dataset.json" \
-    --dump gt="$out/dumps/gt" --dump random="$out/dumps/random" \
+    --dump gt="$out/dumps/gt" --dump gt_tied="$out/dumps/gt_tied" --dump random="$out/dumps/random" \
     --dump shifted="$out/dumps/shifted" --dump edge="$out/dumps/edge"
