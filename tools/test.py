@@ -1,12 +1,14 @@
-"""Run a trained grasp detector on a split and dump its grasps in GraspNet's layout.
+"""Run a trained grasp detector on a split, dump its grasps and print GraspNet-1Billion's AP.
 
-    python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--work-dir DIR] [--cfg-options ...]
+    python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--nproc N] [--collision-thresh T]
+                         [--dump-only] [--work-dir DIR] [--cfg-options ...]
 
 Writes ``<dump>/scene_%04d/<camera>/%04d.npy`` per frame, (M, 17) float32 rows of score,
-width, height, depth, rotation (3×3), translation and object id: graspnetAPI's GraspGroup
-format, so GraspNetEval and the usual tools evaluate them. The split is the config's
-``test_dataloader`` (GraspNet-1Billion's 'test' scenes; the synthetic demo tests on its train
-scenes, which are all it has).
+width, height, depth, rotation (3×3), translation and object id (graspnetAPI's GraspGroup
+format), evaluates them with GraspNetMetric (graspnetAPI's protocol) and prints a markdown
+table of AP, AP0.8 and AP0.4 per split with the settings that produced them; the figures go to
+``<dump>/graspnet_<camera>.json`` and to the Runner's visualisation backends. ``--dump-only``
+only dumps (GraspDumpMetric). The split is the config's ``test_dataloader``.
 """
 import argparse
 import os.path as osp
@@ -14,22 +16,48 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
+from mmgrasp.evaluation.graspnet_eval import EVALUATOR_VERSION
+from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import RUNNERS
 from mmgrasp.utils import apply_cli_options, register_all_modules
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description='Dump the grasps a detector predicts')
+    parser = argparse.ArgumentParser(description='Dump and evaluate the grasps a detector '
+                                                 'predicts')
     parser.add_argument('config', help='config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--dump', help='output root (default: <work_dir>/dump)')
+    parser.add_argument('--dump-only', action='store_true',
+                        help='only dump the grasps (GraspDumpMetric), no evaluation')
+    parser.add_argument('--nproc', type=int, help='evaluation processes')
+    parser.add_argument('--collision-thresh', type=float,
+                        help='model.test_cfg.collision_thresh (0 switches the filter off)')
     parser.add_argument('--work-dir', help='the dir to save logs')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> None:
+def test_settings(cfg: Config) -> dict:
+    """What the figures depend on besides the weights: camera, filters, evaluator."""
+    model = cfg.model
+    test_cfg = model.get('test_cfg') or {}
+    thresh = float(test_cfg.get('collision_thresh', 0.0))
+    collision = 'off' if thresh <= 0 else (
+        f'{thresh:g} (voxel {test_cfg.get("collision_voxel_size", 0.01):g} m, approach '
+        f'{test_cfg.get("approach_dist", 0.05):g} m, {test_cfg.get("collision_cloud", "masked")}'
+        ' cloud)')
+    if 'objectness_filter' in model:
+        objectness = 'on' if model.objectness_filter else 'off (all seeds)'
+    else:
+        objectness = 'n/a (all seeds, GSNet)'
+    return {'camera': cfg.test_dataloader.dataset.get('camera', 'realsense'),
+            'collision threshold': collision, 'objectness filter': objectness,
+            'evaluator': EVALUATOR_VERSION}
+
+
+def main(argv=None) -> dict:
     args = parse_args(argv)
     register_all_modules(False)
     cfg = apply_cli_options(Config.fromfile(args.config), args.config, args.cfg_options,
@@ -37,12 +65,34 @@ def main(argv=None) -> None:
     for key in ('test_dataloader', 'test_cfg', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config}: no {key}; the dataset base configs define one')
-    cfg.test_evaluator.dump_dir = args.dump or osp.join(cfg.work_dir, 'dump')
+    if args.collision_thresh is not None:
+        cfg.model.setdefault('test_cfg', {})
+        cfg.model.test_cfg.collision_thresh = args.collision_thresh
+    dump_dir = args.dump or osp.join(cfg.work_dir, 'dump')
+    settings = test_settings(cfg)
+    if args.dump_only:
+        cfg.test_evaluator = dict(type='GraspDumpMetric', dump_dir=dump_dir)
+    else:
+        cfg.test_evaluator.dump_dir = dump_dir
+        if cfg.test_evaluator.get('type') == 'GraspNetMetric':
+            cfg.test_evaluator.settings = settings
+            cfg.test_evaluator.camera = settings['camera']
+            if args.nproc is not None:
+                cfg.test_evaluator.nproc = args.nproc
     cfg.load_from = args.checkpoint
     cfg.resume = False
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     metrics = runner.test()
-    print(f'wrote {metrics.get("dump/frames", 0)} frames to {cfg.test_evaluator.dump_dir}')
+    if 'dump/frames' in metrics:
+        print(f'wrote {metrics["dump/frames"]} frames to {dump_dir}')
+    figures = {k[len('graspnet/'):]: v for k, v in metrics.items() if k.startswith('graspnet/')}
+    if figures:
+        runner.visualizer.add_scalars(
+            {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
+        print(f'GraspNet-1Billion evaluation of {dump_dir}:')
+        print(results_table(figures, settings))
+        print(f'figures: {osp.join(dump_dir, "graspnet_" + settings["camera"] + ".json")}')
+    return metrics
 
 
 if __name__ == '__main__':

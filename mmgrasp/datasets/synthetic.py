@@ -25,8 +25,12 @@ import cv2
 import numpy as np
 import scipy.io
 
+from .synthetic_labels import (box_grasp_labels, box_self_collision, scene_collision,
+                               tolerance_labels)
+
 __all__ = ['write_synthetic_dataset', 'render', 'camera_intrinsics', 'model_half_extents',
-           'MU_VALUES', 'TOLERANCE_RADII', 'RS_WRT_KN', 'MAX_MODELS']
+           'box_surface_grid', 'box_signed_distance', 'box_sdf_grid', 'MU_VALUES',
+           'TOLERANCE_RADII', 'RS_WRT_KN', 'MAX_MODELS', 'TEST_SPLITS']
 
 MAX_MODELS = 88
 FACTOR_DEPTH = 1000.0
@@ -36,12 +40,18 @@ TABLE_HALF = 0.5  # the table is a 1 m x 1 m square so far pixels read 0
 MU_VALUES = np.array([np.float32(np.round(k * 0.1, 1)) for k in range(1, 11)], np.float32)
 #: Tolerance radii used by graspnet-baseline's generate_tolerance_label.py (0 ... 0.050 m).
 TOLERANCE_RADII = np.float32(np.round(np.arange(51) * 0.001, 3))
-_SCORE_TABLE = np.append(MU_VALUES, np.float32(-1.0))  # index 10 = infeasible
 _INTRINSICS_1280x720 = {  # fx, fy, cx, cy
     'realsense': (927.17, 927.37, 651.32, 349.62),
     'kinect': (631.55, 631.21, 638.43, 366.50),
 }
 _CAMERA_CODE = {'realsense': 0, 'kinect': 1}
+PLY_SPACING = 0.0025  # nontextured.ply surface grid (graspnetAPI voxel-downsamples it at 8 mm)
+SDF_RESOLUTION = 0.002  # textured.sdf grid
+SDF_PADDING = 0.012  # grid margin around the box
+SDF_CURVATURE = 0.5  # 1/m, see box_sdf_grid
+#: Scene ids of the test splits (graspnet.md §1): seen, similar, novel.
+TEST_SPLITS = {'test_seen': range(100, 130), 'test_similar': range(130, 160),
+               'test_novel': range(160, 190)}
 _MAT_HEADER = b'MATLAB 5.0 MAT-file, Platform: posix, written by mmgrasp.datasets.synthetic'
 
 
@@ -106,54 +116,115 @@ def _make_model(seed: int, model_id: int, points_per_object: int) -> _Model:
     return _Model(half, _surface_points(rng, half, num))
 
 
-def _grasp_arrays(seed: int, model_id: int, num_points: int, grid: tuple[int, int, int]):
-    """Label grids of one model, built flat in float32/int8 so the real grid fits in ~1 GB."""
+def _grasp_arrays(model: _Model, grid: tuple[int, int, int]):
+    """Label grids of one box from the evaluator's physics (``synthetic_labels``)."""
     v, a, d = grid
-    n = num_points * v * a * d
-    rng = _rng(seed, 'grasp', model_id)
-    infeasible = rng.uniform(0.93, 0.98)
-    r = rng.random(n, dtype=np.float32)
-    k = int(round((1.0 - infeasible) * n))
-    q = np.float32(np.partition(r, k)[k]) if 0 < k < n else np.float32(1.0 if k >= n else 0.0)
-    # cells with r < q are feasible; r/q spreads them uniformly over the ten mu levels
-    if q > 0:
-        r *= np.float32(10.0) / q
-    else:
-        r[:] = 10.0
-    idx = np.minimum(r, 10).astype(np.int8)
-    del r
-    scores = _SCORE_TABLE[idx].reshape(num_points, v, a, d)
-    collision = (rng.random(n, dtype=np.float32) < 0.05).reshape(num_points, v, a, d)
-    offsets = np.empty((num_points, v, a, d, 3), np.float32)
+    mu, width = box_grasp_labels(model.half, model.points, grid)
+    collision = box_self_collision(model.half, model.points, mu, width, grid)
+    offsets = np.empty((len(model.points), v, a, d, 3), np.float32)
     offsets[..., 0] = (np.arange(a) * np.pi / 12).astype(np.float32)[:, None]
     offsets[..., 1] = (np.arange(1, d + 1) * 0.01).astype(np.float32)
-    width = rng.random(n, dtype=np.float32)
-    width *= np.float32(0.115)
-    width += np.float32(0.005)
-    offsets[..., 2] = width.reshape(num_points, v, a, d)
-    del width
-    feasible = idx < 10
-    del idx
-    tolerance = np.zeros(n, np.float32)
-    level = rng.integers(0, len(TOLERANCE_RADII), int(feasible.sum()))
-    tolerance[feasible] = TOLERANCE_RADII[level]
-    return offsets, collision, scores, tolerance.reshape(num_points, v, a, d)
+    offsets[..., 2] = width
+    return offsets, collision, mu, width
 
 
 def _box_corners(half: np.ndarray) -> np.ndarray:
     return np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * half
 
 
+_BOX_FACES = [(0, 3, 2), (0, 1, 3), (4, 7, 5), (4, 6, 7), (0, 5, 1), (0, 4, 5),  # outward normals
+              (2, 7, 6), (2, 3, 7), (0, 6, 4), (0, 2, 6), (1, 7, 3), (1, 5, 7)]
+
+
+def box_surface_grid(half: np.ndarray, spacing: float = PLY_SPACING) -> np.ndarray:
+    """Regular grid points (N, 3) on the box surface, at most ``spacing`` apart, edges included."""
+    axes = [np.linspace(-h, h, int(np.ceil(2 * h / spacing)) + 1) for h in half]
+    grid = np.stack(np.meshgrid(*axes, indexing='ij'), -1)
+    on_surface = np.zeros(grid.shape[:3], bool)
+    for k, ax in enumerate(axes):
+        sl = [slice(None)] * 3
+        sl[k] = [0, len(ax) - 1]
+        on_surface[tuple(sl)] = True
+    return grid[on_surface]
+
+
 def _box_ply(half: np.ndarray) -> str:
-    corners = _box_corners(half)
-    faces = [(0, 3, 2), (0, 1, 3), (4, 7, 5), (4, 6, 7), (0, 5, 1), (0, 4, 5),  # outward normals
-             (2, 7, 6), (2, 3, 7), (0, 6, 4), (0, 2, 6), (1, 7, 3), (1, 5, 7)]
-    lines = ['ply', 'format ascii 1.0', 'element vertex 8', 'property float x',
-             'property float y', 'property float z', 'element face 12',
-             'property list uchar int vertex_indices', 'end_header']
-    lines += [f'{x:.6f} {y:.6f} {z:.6f}' for x, y, z in corners]
-    lines += [f'3 {i} {j} {k}' for i, j, k in faces]
+    """Dense surface points as real models have (graspnetAPI reads vertices, downsamples at 8 mm)."""
+    pts = box_surface_grid(half)
+    lines = ['ply', 'format ascii 1.0', f'element vertex {len(pts)}', 'property float x',
+             'property float y', 'property float z', 'end_header']
+    lines += [f'{x:.6f} {y:.6f} {z:.6f}' for x, y, z in pts]
     return '\n'.join(lines) + '\n'
+
+
+def _box_obj(half: np.ndarray) -> str:
+    """The box mesh dexnet loads with the SDF (``textured.obj``)."""
+    lines = [f'v {x:.6f} {y:.6f} {z:.6f}' for x, y, z in _box_corners(half)]
+    lines += [f'f {i + 1} {j + 1} {k + 1}' for i, j, k in _BOX_FACES]
+    return '\n'.join(lines) + '\n'
+
+
+def box_signed_distance(half: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """Exact signed distance to the box (negative inside) of points (..., 3)."""
+    q = np.abs(pts) - half
+    outside = np.linalg.norm(np.maximum(q, 0), axis=-1)
+    return outside + np.minimum(q.max(-1), 0)
+
+
+def box_sdf_grid(half: np.ndarray):
+    """(values (nx, ny, nz), origin (3,), resolution) of the SDF written to ``textured.sdf``.
+
+    The values are s * (1 + SDF_CURVATURE * (x + y + z)) with s the exact signed distance: the same
+    zero set (the box) and, through dexnet's plane fit, the same face normals, but curved along
+    every jaw line that is not parallel to a face. An exact box SDF is linear through each face,
+    and dexnet's quadratic zero-crossing search (``find_zero_crossing_quadratic``) rejects a zero
+    leading coefficient, so it would find no contact at all. Trilinear interpolation reproduces
+    s * (x + y + z) exactly near a face up to a term of order SDF_CURVATURE * resolution^2 (3 um).
+    """
+    res = SDF_RESOLUTION
+    cells = np.ceil((np.asarray(half) + SDF_PADDING) / res).astype(int)
+    origin = -cells * res
+    axes = [origin[k] + res * np.arange(2 * cells[k] + 1) for k in range(3)]
+    pts = np.stack(np.meshgrid(*axes, indexing='ij'), -1)
+    values = box_signed_distance(half, pts) * (1 + SDF_CURVATURE * pts.sum(-1))
+    return values, origin, res
+
+
+def _box_sdf(half: np.ndarray) -> str:
+    """dexnet's SDF text format: dims, origin, resolution, then values with x fastest."""
+    values, origin, res = box_sdf_grid(half)
+    head = [' '.join(str(n) for n in values.shape), ' '.join(f'{o:.6f}' for o in origin),
+            f'{res:.6f}']
+    body = np.char.mod('%.8f', values.transpose(2, 1, 0).reshape(-1))
+    return '\n'.join(head + body.tolist()) + '\n'
+
+
+def _quaternion(r: np.ndarray) -> np.ndarray:
+    """w x y z unit quaternion (w >= 0) of a rotation matrix."""
+    w = np.sqrt(max(0.0, 1 + np.trace(r))) / 2
+    x = np.sqrt(max(0.0, 1 + r[0, 0] - r[1, 1] - r[2, 2])) / 2
+    y = np.sqrt(max(0.0, 1 - r[0, 0] + r[1, 1] - r[2, 2])) / 2
+    z = np.sqrt(max(0.0, 1 - r[0, 0] - r[1, 1] + r[2, 2])) / 2
+    x = np.copysign(x, r[2, 1] - r[1, 2])
+    y = np.copysign(y, r[0, 2] - r[2, 0])
+    z = np.copysign(z, r[1, 0] - r[0, 1])
+    q = np.array([w, x, y, z])
+    return q / np.linalg.norm(q)
+
+
+def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray]) -> str:
+    """``annotations/%04d.xml`` as graspnetAPI's xmlWriter lays it out (children read by position:
+    obj_id, obj_name, obj_path, pos_in_world, ori_in_world as w x y z); poses model -> camera."""
+    lines = ['<?xml version="1.0" ?>', '<scene>']
+    for obj_id, pose in zip(ids, poses):
+        t, q = pose[:3, 3], _quaternion(pose[:3, :3])
+        lines += ['    <obj>', f'        <obj_id>{obj_id}</obj_id>',
+                  f'        <obj_name>box_{obj_id:03d}</obj_name>',
+                  f'        <obj_path>models/{obj_id:03d}/textured.obj</obj_path>',
+                  f'        <pos_in_world>{t[0]:.8f} {t[1]:.8f} {t[2]:.8f}</pos_in_world>',
+                  f'        <ori_in_world>{q[0]:.8f} {q[1]:.8f} {q[2]:.8f} {q[3]:.8f}'
+                  '</ori_in_world>', '    </obj>']
+    return '\n'.join(lines + ['</scene>']) + '\n'
 
 
 def _obb_overlap(c1, yaw1, h1, c2, yaw2, h2) -> bool:
@@ -276,8 +347,8 @@ def _log(progress: bool, msg: str) -> None:
 
 
 def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[int, _Model],
-                 frames: int, grid: tuple[int, int, int], image_size: tuple[int, int],
-                 cameras: Sequence[str], palette: np.ndarray) -> None:
+                 labels: dict, frames: int, grid: tuple[int, int, int],
+                 image_size: tuple[int, int], cameras: Sequence[str], palette: np.ndarray) -> None:
     rng = _rng(seed, 'scene', scene)
     halves = [models[i].half for i in ids]
     obj_wrt_table = _place_objects(rng, halves)
@@ -304,7 +375,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[
         camera_poses = np.stack([cam0_inv @ a @ cam0 for a in arc])
         K = camera_intrinsics(cam, image_size)
         cdir = os.path.join(sdir, cam)
-        for sub in ('rgb', 'depth', 'label', 'meta'):
+        for sub in ('rgb', 'depth', 'label', 'meta', 'annotations'):
             os.makedirs(os.path.join(cdir, sub))
         np.save(os.path.join(cdir, 'camK.npy'), K)
         np.save(os.path.join(cdir, 'camera_poses.npy'), camera_poses)
@@ -328,22 +399,19 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[
             _write_png(os.path.join(cdir, 'label', name + '.png'), seg)
             cam_inv = np.linalg.inv(cam_wrt_table)
             poses = np.stack([(cam_inv @ p)[:3] for p in obj_wrt_table], axis=2).astype(np.float32)
+            with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
+                fh.write(_annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table]))
             meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
                     'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
             with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
                 fh.write(_savemat_bytes(meta))
 
-    # Scene collisions: more likely for label points near the table (height in the table frame).
-    v, a, d = grid
+    # Scene collisions: the same gripper against the other boxes and the table (synthetic_labels).
     arrays = []
     for n, (mid, pose) in enumerate(zip(ids, obj_wrt_table)):
-        pts, half = models[mid].points, models[mid].half
-        height_frac = np.clip((pts @ pose[:3, :3].T + pose[:3, 3])[:, 2] / (2 * half[2]), 0, 1)
-        rate = (0.20 - 0.10 * height_frac).astype(np.float32)
-        draw = _rng(seed, 'scene-collision', scene, n).random((len(pts), v * a * d),
-                                                               dtype=np.float32)
-        arrays.append((draw < rate[:, None]).reshape(len(pts), v, a, d))
-        del draw
+        model, (mu, width, own) = models[mid], labels[mid]
+        others = [(models[m].half, p) for k, (m, p) in enumerate(zip(ids, obj_wrt_table)) if k != n]
+        arrays.append(scene_collision(own, mu, width, model.points, grid, pose, others))
     cdir = os.path.join(root, 'collision_label', f'scene_{scene:04d}')
     os.makedirs(cdir)
     np.savez(os.path.join(cdir, 'collision_labels.npz'), *arrays)
@@ -355,9 +423,12 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
                             grid: tuple[int, int, int] = (300, 12, 4),
                             image_size: tuple[int, int] = (1280, 720),
                             cameras: Sequence[str] = ('realsense', 'kinect'),
-                            duplicates: int = 0, seed: int = 0, progress: bool = True) -> None:
+                            duplicates: int = 0, seed: int = 0, progress: bool = True,
+                            test_scenes: Sequence[int] = ()) -> None:
     """Write a deterministic GraspNet-1Billion-layout dataset of box objects to ``out``.
 
+    Training scenes get ids ``0..scenes-1``; ``test_scenes`` adds scenes with those ids (100-189:
+    seen 100-129, similar 130-159, novel 160-189), written the same way, for the evaluator.
     ``objects`` instances per scene are drawn from model ids ``0..models-1`` (default
     ``objects + 2``); label files are written for every model id. With ``duplicates=K`` the first
     K scenes contain one model twice (``objects`` instances in total). Everything is written to
@@ -372,6 +443,11 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
     if min(scenes, frames, points_per_object) < 1 or not 0 <= duplicates <= scenes or seed < 0:
         raise ValueError('need scenes, frames, points_per_object >= 1, 0 <= duplicates <= scenes '
                          'and seed >= 0')
+    test_scenes = [int(s) for s in test_scenes]
+    if scenes > 100 or len(set(test_scenes)) != len(test_scenes) or \
+            not all(100 <= s < 190 for s in test_scenes):
+        raise ValueError(f'need scenes <= 100 (training ids 0-99) and distinct test_scenes in '
+                         f'100-189, got scenes={scenes}, test_scenes={test_scenes}')
     if len(grid) != 3 or min(grid) < 1 or len(image_size) != 2 or min(image_size) < 1:
         raise ValueError(f'bad grid {grid} or image_size {image_size}')
     if not cameras or len(set(cameras)) != len(cameras):
@@ -389,20 +465,25 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
         model_set = {m: _make_model(seed, m, points_per_object) for m in range(models)}
         for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models'):
             os.makedirs(os.path.join(tmp, sub))
+        labels = {}
         for m, model in model_set.items():
             _log(progress, f'[synthetic] object {m:03d}: {len(model.points)} points, grid {grid}')
-            os.makedirs(os.path.join(tmp, 'models', f'{m:03d}'))
-            with open(os.path.join(tmp, 'models', f'{m:03d}', 'nontextured.ply'), 'w') as f:
-                f.write(_box_ply(model.half))
-            offsets, collision, scores, tolerance = _grasp_arrays(seed, m, len(model.points), grid)
+            mdir = os.path.join(tmp, 'models', f'{m:03d}')
+            os.makedirs(mdir)
+            for name, text in (('nontextured.ply', _box_ply), ('textured.obj', _box_obj),
+                               ('textured.sdf', _box_sdf)):
+                with open(os.path.join(mdir, name), 'w') as f:
+                    f.write(text(model.half))
+            offsets, collision, scores, width = _grasp_arrays(model, grid)
             np.savez(os.path.join(tmp, 'grasp_label', f'{m:03d}_labels.npz'), points=model.points,
                      offsets=offsets, collision=collision, scores=scores)
-            del offsets, collision, scores
-            np.save(os.path.join(tmp, 'tolerance', f'{m:03d}_tolerance.npy'), tolerance)
-            del tolerance
+            del offsets
+            np.save(os.path.join(tmp, 'tolerance', f'{m:03d}_tolerance.npy'),
+                    tolerance_labels(model.points, scores))
+            labels[m] = (scores, width, collision)
         palette = _rng(seed, 'palette').integers(40, 256, (MAX_MODELS + 2, 3)).astype(np.float64)
         palette[-1] = (170, 160, 150)  # table
-        for s in range(scenes):
+        for s in [*range(scenes), *test_scenes]:
             rng = _rng(seed, 'scene-objects', s)
             if s < duplicates:
                 ids = list(rng.choice(models, objects - 1, replace=False))
@@ -411,7 +492,8 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
                 ids = list(rng.choice(models, objects, replace=False))
             ids = [int(i) for i in ids]
             _log(progress, f'[synthetic] scene {s:04d}: objects {ids}, {frames} frames x {cameras}')
-            _write_scene(tmp, seed, s, ids, model_set, frames, grid, image_size, cameras, palette)
+            _write_scene(tmp, seed, s, ids, model_set, labels, frames, grid, image_size, cameras,
+                         palette)
         if os.path.isdir(out):
             os.rmdir(out)  # empty (checked above); rename cannot replace it on every platform
         os.rename(tmp, out)

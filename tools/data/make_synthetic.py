@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Write a small deterministic GraspNet-1Billion-layout dataset of box objects.
 
+Training scenes 0..N-1 and, for the evaluator, test scenes (default 100, 130, 160: one each of
+seen, similar, novel) with annotations, box models (dense nontextured.ply, textured.obj/.sdf) and
+grasp labels computed with the evaluator's physics.
+
 Example (the real 300x12x4 label grid, several GB):
     python tools/data/make_synthetic.py data/synthetic --scenes 4 --frames 4 --objects 10
 Small, fast variant for smoke tests:
@@ -31,6 +35,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    choices=['realsense', 'kinect'])
     p.add_argument('--duplicates', type=int, default=0,
                    help='the first K scenes hold one model twice')
+    p.add_argument('--test-scenes', type=int, nargs='*', default=[100, 130, 160], metavar='ID',
+                   help='test-split scene ids to write as well (100-129 seen, 130-159 similar, '
+                        '160-189 novel); default one per split; none with a bare --test-scenes')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--quiet', action='store_true', help='no progress lines on stderr')
     return p.parse_args(argv)
@@ -43,7 +50,7 @@ def main(argv=None) -> None:
             a.out, scenes=a.scenes, frames=a.frames, objects=a.objects, models=a.models,
             points_per_object=a.points_per_object, grid=tuple(a.grid),
             image_size=tuple(a.image_size), cameras=a.cameras, duplicates=a.duplicates,
-            seed=a.seed, progress=not a.quiet)
+            seed=a.seed, progress=not a.quiet, test_scenes=a.test_scenes)
     except (FileExistsError, ValueError) as e:
         sys.exit(f'make_synthetic: error: {e}')
 

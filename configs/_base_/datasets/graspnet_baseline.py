@@ -22,10 +22,13 @@ train_dataloader = dict(
     collate_fn=dict(type='pseudo_collate'),
     dataset=dict(type=dataset_type, data_root=data_root, split='train', camera='realsense',
                  seed=0, pipeline=train_pipeline))
-# Inference on the test scenes; tools/test.py dumps the grasps in GraspNet's layout.
+# Inference on the test scenes; tools/test.py dumps the grasps in GraspNet's layout and
+# evaluates them (GraspNetMetric). The whole masked cloud travels with each frame for the
+# model's collision filter (model.test_cfg), as the reference test scripts use it.
 test_pipeline = [
-    dict(type='LoadGraspScene', num_points=20000),
-    dict(type='PackGraspInputs', keys=('points', )),
+    dict(type='LoadGraspScene', num_points=20000, with_masked_cloud=True),
+    dict(type='PackGraspInputs', keys=('points', ),
+         meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud')),
 ]
 test_dataloader = dict(
     batch_size=1,
@@ -35,4 +38,5 @@ test_dataloader = dict(
     dataset=dict(type=dataset_type, data_root=data_root, split='test', camera='realsense',
                  seed=0, pipeline=test_pipeline))
 test_cfg = dict(type='TestLoop')
-test_evaluator = dict(type='GraspDumpMetric', dump_dir='work_dirs/dump')
+test_evaluator = dict(type='GraspNetMetric', data_root=data_root, camera='realsense',
+                      dump_dir='work_dirs/dump', nproc=2)

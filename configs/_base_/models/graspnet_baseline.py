@@ -8,7 +8,7 @@ model = dict(
     num_views=300,
     num_angles=12,
     num_depths=4,
-    objectness_filter=False,
+    objectness_filter=True,  # pred_decode keeps the seeds predicted on an object
     backbone=dict(type='PointNet2Backbone', in_channels=0,
                   npoints=(2048, 1024, 512, 256), radii=(0.04, 0.1, 0.2, 0.3),
                   nsamples=(64, 32, 16, 16),
@@ -23,4 +23,7 @@ model = dict(
                   with_tolerance=True, view_graspness=False, gsnet_score_norm=False,
                   distance_cutoff=False),
     loss=dict(type='GraspNetBaselineLoss', objectness=1.0, view=1.0, grasp=0.2),
+    # test.py of the reference: ModelFreeCollisionDetector(voxel 0.01).detect(approach_dist=0.05,
+    # collision_thresh=0.01) on the whole masked cloud; collision_thresh=0 switches it off
+    test_cfg=dict(collision_thresh=0.01, collision_voxel_size=0.01, approach_dist=0.05),
     data_preprocessor=dict(type='GraspDataPreprocessor'))

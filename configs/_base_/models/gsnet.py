@@ -16,4 +16,7 @@ model = dict(
                   distance_cutoff=False),
     loss=dict(type='GSNetLoss', objectness=1.0, graspness=10.0, view=100.0, score=15.0,
               width=10.0),
+    # test.py of the reference: ModelFreeCollisionDetector(voxel 0.01).detect(approach_dist=0.05,
+    # collision_thresh=0.01) on the whole masked cloud; collision_thresh=0 switches it off
+    test_cfg=dict(collision_thresh=0.01, collision_voxel_size=0.01, approach_dist=0.05),
     data_preprocessor=dict(type='GraspDataPreprocessor'))

@@ -11,7 +11,7 @@ model = dict(
     num_views=300,
     num_angles=12,
     num_depths=4,
-    objectness_filter=False,
+    objectness_filter=True,  # pred_decode keeps the seeds predicted on an object
     backbone=dict(type='PointTransformerLightBackbone', in_channels=0, npoints=(2048, 1024),
                   radii=(0.04, 0.1), nsamples=(64, 32),
                   sa_mlps=((64, 64, 128), (128, 128, 256)), k=16, scale=1.0),
@@ -23,4 +23,7 @@ model = dict(
     assigner=dict(type='ScaleBalancedAssigner', num_views=300, min_views=10,
                   view_threshold=0.1),
     loss=dict(type='ScaleBalancedGraspLoss', objectness=1.0, view=1.0, grasp=0.2),
+    # test.py of the reference: ModelFreeCollisionDetector(voxel 0.01).detect(approach_dist=0.05,
+    # collision_thresh=0.01) on the whole masked cloud; collision_thresh=0 switches it off
+    test_cfg=dict(collision_thresh=0.01, collision_voxel_size=0.01, approach_dist=0.05),
     data_preprocessor=dict(type='GraspDataPreprocessor'))

@@ -81,6 +81,8 @@ class LoadGraspScene(BaseTransform):
     - factor_depth (float)
     - num_masked (int): points in the masked cloud
     - voxel_size (float): only when ``voxel_size`` is set
+    - masked_cloud (np.float32, (num_masked, 3)): the whole masked cloud, only with
+      ``with_masked_cloud`` (the reference test scripts' collision filter reads it)
 
     Args:
         num_points: points per sample (GSNet 15000, graspnet-baseline 20000).
@@ -91,11 +93,13 @@ class LoadGraspScene(BaseTransform):
         with_graspness: load GSNet's per-point graspness (masked-cloud order).
         source: ``'files'`` or ``'frames'``.
         cache_dir: frame store cache (default ``$MMGRASP_CACHE``).
+        with_masked_cloud: also return the whole masked cloud (test time).
     """
 
     def __init__(self, num_points: int = 15000, outlier: float = 0.02, use_workspace: bool = True,
                  voxel_size: Optional[float] = None, with_graspness: bool = False,
-                 source: str = 'files', cache_dir: Optional[str] = None):
+                 source: str = 'files', cache_dir: Optional[str] = None,
+                 with_masked_cloud: bool = False):
         if num_points < 1:
             raise ValueError(f'num_points must be positive, got {num_points}')
         if voxel_size is not None and voxel_size <= 0:
@@ -109,6 +113,7 @@ class LoadGraspScene(BaseTransform):
         self.with_graspness = with_graspness
         self.source = source
         self.cache_dir = cache_dir
+        self.with_masked_cloud = with_masked_cloud
 
     @property
     def _mask_outlier(self) -> Optional[float]:
@@ -170,10 +175,14 @@ class LoadGraspScene(BaseTransform):
         results['num_masked'] = num_masked
         if self.voxel_size is not None:
             results['voxel_size'] = self.voxel_size
+        if self.with_masked_cloud:
+            results['masked_cloud'] = np.stack(
+                pixel_points(arrays.depth, arrays.pixels, arrays.width, arrays.intrinsics,
+                             arrays.factor_depth), axis=-1).astype(np.float32)
         return results
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_points={self.num_points}, '
                 f'outlier={self.outlier}, use_workspace={self.use_workspace}, '
                 f'voxel_size={self.voxel_size}, with_graspness={self.with_graspness}, '
-                f'source={self.source!r})')
+                f'source={self.source!r}, with_masked_cloud={self.with_masked_cloud})')

@@ -1,3 +1,4 @@
 from .grasp_dump import GraspDumpMetric
+from .graspnet_metric import GraspNetMetric
 
-__all__ = ['GraspDumpMetric']
+__all__ = ['GraspDumpMetric', 'GraspNetMetric']

@@ -8,6 +8,21 @@ from mmengine.evaluator import BaseMetric
 from mmgrasp.registry import METRICS
 
 
+def write_frame_dump(dump_dir: str, sample: dict) -> int:
+    """Write one sample's ``pred_grasps`` to its dump file; returns the number of grasps."""
+    grasps = np.ascontiguousarray(sample['pred_grasps'].cpu().numpy(), dtype=np.float32)
+    if grasps.ndim != 2 or grasps.shape[1] != 17:
+        raise ValueError(f'pred_grasps of scene {sample["scene"]} frame {sample["frame"]} '
+                         f'has shape {grasps.shape}, expected (M, 17)')
+    folder = os.path.join(dump_dir, f'scene_{int(sample["scene"]):04d}', sample['camera'])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f'{int(sample["frame"]):04d}.npy')
+    with open(path + '.tmp', 'wb') as f:
+        np.save(f, grasps)
+    os.replace(path + '.tmp', path)
+    return len(grasps)
+
+
 @METRICS.register_module()
 class GraspDumpMetric(BaseMetric):
     """Write ``<dump_dir>/scene_%04d/<camera>/%04d.npy`` per frame: (M, 17) float32 rows of
@@ -27,18 +42,7 @@ class GraspDumpMetric(BaseMetric):
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
-            grasps = np.ascontiguousarray(sample['pred_grasps'].cpu().numpy(), dtype=np.float32)
-            if grasps.ndim != 2 or grasps.shape[1] != 17:
-                raise ValueError(f'pred_grasps of scene {sample["scene"]} frame {sample["frame"]} '
-                                 f'has shape {grasps.shape}, expected (M, 17)')
-            folder = os.path.join(self.dump_dir, f'scene_{int(sample["scene"]):04d}',
-                                  sample['camera'])
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f'{int(sample["frame"]):04d}.npy')
-            with open(path + '.tmp', 'wb') as f:
-                np.save(f, grasps)
-            os.replace(path + '.tmp', path)
-            self.results.append(len(grasps))
+            self.results.append(write_frame_dump(self.dump_dir, sample))
 
     def compute_metrics(self, results: List[int]) -> dict:
         return dict(frames=len(results), grasps=int(sum(results)))

@@ -1,27 +1,73 @@
 """What every grasp detector shares: mmengine's forward modes, part timing, the grasp rows."""
 from typing import Dict, List, Optional
 
+import numpy as np
 import torch
 from mmengine.model import BaseModel
 from torch import Tensor
 
+from mmgrasp.evaluation.functional import ModelFreeCollisionDetector
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..utils.grasp_geometry import GRASP_HEIGHT
 from ..utils.part_timer import PartTimer
 
 
+#: Test-time processing (``model.test_cfg``): the reference test scripts' collision filter.
+#: ``collision_thresh`` 0 switches it off; ``collision_cloud`` 'masked' filters against the
+#: whole masked cloud (the sample's ``masked_cloud``, from LoadGraspScene(with_masked_cloud=True)
+#: packed as a meta key), 'input' against the sampled input points.
+DEFAULT_TEST_CFG = dict(collision_thresh=0.0, collision_voxel_size=0.01, approach_dist=0.05,
+                        collision_cloud='masked')
+
+
 class GraspDetector(BaseModel):
     """Base of the detectors: ``forward(inputs, data_samples, mode)`` dispatches to
     :meth:`loss`, :meth:`predict` or :meth:`_seed_stage` ('tensor'); ``self.timer`` collects
     the wall time of the parts (backbone, seed_selection, view, assigner, grouper, head,
-    losses) for benchmarks."""
+    losses) for benchmarks. ``test_cfg`` sets the test-time processing (``DEFAULT_TEST_CFG``)."""
 
     def __init__(self, data_preprocessor: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None):
+                 init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None):
         super().__init__(data_preprocessor=build_in_scope(
             MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
         self.timer = PartTimer()
+        unknown = sorted(set(test_cfg or {}) - set(DEFAULT_TEST_CFG))
+        if unknown:
+            raise ValueError(f'{type(self).__name__}: unknown test_cfg keys {unknown}; '
+                             f'known: {sorted(DEFAULT_TEST_CFG)}')
+        self.test_cfg = {**DEFAULT_TEST_CFG, **(test_cfg or {})}
+        if self.test_cfg['collision_cloud'] not in ('masked', 'input'):
+            raise ValueError(f"test_cfg.collision_cloud={self.test_cfg['collision_cloud']!r}: "
+                             "expected 'masked' or 'input'")
+
+    def filter_collisions(self, inputs: dict, results: List[GraspDataSample]
+                          ) -> List[GraspDataSample]:
+        """Drop the predicted grasps that collide with the observed cloud (graspnet-baseline's
+        ``ModelFreeCollisionDetector.detect``), as ``test_cfg`` says; per-grasp fields
+        (``pred_objectness``) are filtered alike."""
+        cfg = self.test_cfg
+        if cfg['collision_thresh'] <= 0:
+            return results
+        for b, sample in enumerate(results):
+            if cfg['collision_cloud'] == 'masked':
+                if 'masked_cloud' not in sample:
+                    raise KeyError("test_cfg.collision_cloud='masked' needs the sample's "
+                                   "masked_cloud: add LoadGraspScene(with_masked_cloud=True) "
+                                   "and 'masked_cloud' to PackGraspInputs' meta_keys, or set "
+                                   "collision_cloud='input'")
+                cloud = np.asarray(sample.masked_cloud)
+            else:
+                cloud = inputs['points'][b].detach().cpu().numpy()
+            grasps = sample.pred_grasps
+            detector = ModelFreeCollisionDetector(cloud, cfg['collision_voxel_size'])
+            collided = detector.detect(grasps.detach().cpu().numpy(), cfg['approach_dist'],
+                                       cfg['collision_thresh'])
+            keep = torch.from_numpy(~collided).to(grasps.device)
+            sample.pred_grasps = grasps[keep]
+            if 'pred_objectness' in sample:
+                sample.pred_objectness = sample.pred_objectness[keep]
+        return results
 
     def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
                 mode: str = 'tensor'):

@@ -66,8 +66,9 @@ class GraspNetBaseline(GraspDetector):
                  tolerance: Optional[dict] = None, assigner: Optional[dict] = None,
                  loss: Optional[dict] = None, num_views: int = 300, num_angles: int = 12,
                  num_depths: int = 4, objectness_filter: bool = False,
-                 data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor, init_cfg)
+                 data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
+                 test_cfg: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg)
         self.backbone = build_in_scope(MODELS, backbone or self.default_backbone())
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(
@@ -199,7 +200,7 @@ class GraspNetBaseline(GraspDetector):
             sample.pred_grasps = grasps[b][keep].detach()
             sample.pred_objectness = object_prob[b][keep].detach()
             results.append(sample)
-        return results
+        return self.filter_collisions(inputs, results)
 
 
 @MODELS.register_module()

@@ -134,6 +134,20 @@ def test_load_fake_frame_without_replacement():
     assert out['poses'].shape == (2, 3, 4) and out['poses'].dtype == np.float32
     assert out['camera_to_table'].shape == (4, 4) and out['factor_depth'] == 1000.0
     assert 'graspness' not in out and 'voxel_size' not in out
+    assert 'masked_cloud' not in out
+
+
+def test_load_masked_cloud_for_the_collision_filter():
+    reader = FakeReader()
+    out = LoadGraspScene(num_points=5, with_masked_cloud=True)(fake_results(reader))
+    cloud = depth_to_cloud(reader.depth, reader.meta.intrinsics, 1000.0)
+    keep = reader.depth > 0
+    keep[2, 3] = False
+    assert out['masked_cloud'].dtype == np.float32
+    np.testing.assert_array_equal(out['masked_cloud'], cloud[keep].astype(np.float32))
+    np.testing.assert_array_equal(out['points'], out['masked_cloud'][out['point_index']])
+    packed = PackGraspInputs(keys=('points', ), meta_keys=('masked_cloud', ))(out)
+    assert packed['data_samples'].masked_cloud.shape == (10, 3)
 
 
 def test_load_fake_frame_with_replacement_and_graspness(tmp_path):

@@ -1,0 +1,245 @@
+"""Grasp labels of box objects computed with the evaluator's physics (used by ``synthetic.py``).
+
+GraspNet-1Billion labels a grasp by a surface point p, a view v (approach a = -v), an in-plane
+angle and a depth d: the gripper frame is x = a, y = jaw axis, z = height (graspnet.md §2), and
+the jaws close along y through the centre c = p + d * a (graspnetAPI's dexnet conversion). For a
+box the evaluator's steps have closed forms, computed here for every cell at once:
+
+- **contacts**: the two jaws moving from c -/+ w/2 * y towards c stop where the line
+  c + t * y enters / leaves the box (slab intersection, t_near < 0 < t_far); c must lie inside the
+  box. The contact normals are the normals of the faces hit (what dexnet's plane fit gives on the
+  SDF written by ``synthetic.box_sdf_values`` away from edges); contacts closer than
+  ``EDGE_MARGIN`` to an edge of their face are rejected, because there the SDF's fitted normal
+  blends two faces.
+- **width** w = 2 * max(-t_near, t_far) + 2 * ``JAW_CLEARANCE``: both jaws start outside the box.
+- **friction** (dexnet's antipodal test, ``PointGraspMetrics3D.force_closure``): the grasp holds at
+  μ when both contact normals lie within arctan(μ) of the line joining the contacts; the label is
+  the smallest μ of ``MU_VALUES`` (0.1 ... 1.0) that holds, -1 when none does.
+- **self-collision**: the two fingers and the base of graspnetAPI's gripper (height 0.02, base
+  depth 0.02, finger width 0.01) against the solid box, by the separating-axis test on the six
+  face axes (conservative: a near miss across two edges counts as a collision; the evaluator's
+  points lie on or inside the box, so a grasp free here is free there too).
+- **scene collision**: self-collision, or the gripper's hull (fingers, base and the space between
+  the fingers) against another box of the scene (same test), or any corner of the hull below the
+  table top.
+
+Collisions are computed where the grasp holds (μ > 0), the only cells any consumer reads them
+(training zeroes μ where they are set, ground truth keeps μ > 0 and no collision); elsewhere the
+flags are False. The statistics that follow, for boxes of 4-12 cm, are stated in ``synthetic.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
+           'scene_collision', 'tolerance_labels', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH',
+           'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN', 'MU_GRID']
+
+GRIPPER_HEIGHT = 0.02  # graspnetAPI eval_utils.collision_detection
+GRIPPER_BASE_DEPTH = 0.02
+FINGER_WIDTH = 0.01
+JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
+EDGE_MARGIN = 0.006  # three SDF cells (synthetic.SDF_RESOLUTION = 2 mm)
+#: Friction coefficients of the labels (the 0.1 grid) in float64, as the evaluator compares them.
+MU_GRID = np.round(np.arange(1, 11) * 0.1, 1)
+_TOLERANCE_RADII = [0.001 * x for x in range(51)]  # graspnet-baseline generate_tolerance_label.py
+
+
+def grasp_views(num_views: int) -> np.ndarray:
+    """Fibonacci lattice of ``num_views`` unit vectors (graspnetAPI ``generate_views``), float64."""
+    phi = (np.sqrt(5) - 1) / 2
+    i = np.arange(num_views, dtype=np.float64)
+    z = (2 * i + 1) / num_views - 1
+    r = np.sqrt(1 - z ** 2)
+    return np.stack([r * np.cos(2 * i * np.pi * phi), r * np.sin(2 * i * np.pi * phi), z], 1)
+
+
+def grasp_frames(num_views: int, num_angles: int) -> np.ndarray:
+    """Rotations (V, A, 3, 3) of approach -view and angle a * pi / 12 (columns x, y, z)."""
+    x = -grasp_views(num_views)
+    y = np.stack([-x[:, 1], x[:, 0], np.zeros(num_views)], 1)
+    y[np.linalg.norm(y, axis=1) == 0] = (0, 1, 0)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    z = np.cross(x, y)
+    theta = np.arange(num_angles) * np.pi / 12
+    c, s = np.cos(theta)[None, :, None], np.sin(theta)[None, :, None]
+    y_a = c * y[:, None] + s * z[:, None]
+    z_a = -s * y[:, None] + c * z[:, None]
+    x_a = np.broadcast_to(x[:, None], y_a.shape)
+    return np.stack([x_a, y_a, z_a], axis=-1)
+
+
+def _depths(num_depths: int) -> np.ndarray:
+    return (np.arange(num_depths) + 1) * 0.01
+
+
+def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int, int]):
+    """μ and widths of every cell of the label points of a box.
+
+    Returns ``(mu (Np,V,A,D) float32, -1 where the grasp fails; width (Np,V,A,D) float32, 0 where
+    the jaw centre lies outside the box)``.
+    """
+    v, a, d = grid
+    half = np.asarray(half, np.float64)
+    rot = grasp_frames(v, a)  # (V, A, 3, 3)
+    p = np.asarray(points, np.float64)
+    centre = p[:, None, None, :] + _depths(d)[:, None] * rot[None, :, None, 0, :, 0]
+    inside = np.all(np.abs(centre) < half, axis=-1)  # (Np, V, D): jaw centre strictly inside
+    pi, vi, di = np.nonzero(inside)
+    c = centre[pi, vi, di][:, None, :]  # (M, 1, 3)
+    u = rot[vi][..., 1]  # (M, A, 3) jaw axes
+    t_near = np.full(u.shape[:2], -np.inf)
+    t_far = np.full(u.shape[:2], np.inf)
+    face_near = np.zeros(u.shape[:2], np.intp)
+    face_far = np.zeros(u.shape[:2], np.intp)
+    with np.errstate(divide='ignore'):
+        for k in range(3):  # slab test; the centre is inside, so t_near < 0 < t_far
+            inv = 1.0 / u[..., k]
+            t1 = (-half[k] - c[..., k]) * inv
+            t2 = (half[k] - c[..., k]) * inv
+            lo, hi = np.minimum(t1, t2), np.maximum(t1, t2)
+            face_near = np.where(lo > t_near, k, face_near)
+            t_near = np.maximum(lo, t_near)
+            face_far = np.where(hi < t_far, k, face_far)
+            t_far = np.minimum(hi, t_far)
+    # contact normals are face normals: cos(angle to the jaw line) = |u| along the face axis
+    absu = np.abs(u)
+    cos = np.minimum(np.take_along_axis(absu, face_near[..., None], -1)[..., 0],
+                     np.take_along_axis(absu, face_far[..., None], -1)[..., 0])
+    alpha = np.arccos(np.clip(cos, 0.0, 1.0))
+    level = np.searchsorted(np.arctan(MU_GRID), alpha, side='left')  # first mu: alpha <= atan mu
+    ok = level < len(MU_GRID)
+    for t, face in ((t_near, face_near), (t_far, face_far)):
+        margin = half - np.abs(c + t[..., None] * u)  # contact to the face planes of each axis
+        np.put_along_axis(margin, face[..., None], np.inf, -1)
+        ok &= margin.min(-1) >= EDGE_MARGIN
+    shape = (len(p), v, a, d)
+    mu = np.full(shape, -1, np.float32)
+    width = np.zeros(shape, np.float32)
+    mu[pi, vi, :, di] = np.where(ok, MU_GRID[np.minimum(level, len(MU_GRID) - 1)], -1.0)
+    width[pi, vi, :, di] = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
+    return mu, width
+
+
+def _separated(cen_g, ext_g, rot, p, half):
+    """Six-axis separating test of gripper-frame boxes against the model box (centred at 0).
+
+    ``cen_g``/``ext_g`` (N, 3): part centre and half sizes in the gripper frame; ``rot`` (N, 3, 3)
+    gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no overlap.
+    """
+    absr = np.abs(rot)
+    centre = p + np.einsum('nij,nj->ni', rot, cen_g)  # part centre in the model frame
+    sep = np.any(np.abs(centre) > half + np.einsum('nij,nj->ni', absr, ext_g), axis=1)
+    local = np.einsum('nji,nj->ni', rot, -centre)  # box centre relative to the part, gripper axes
+    radius = np.einsum('nji,j->ni', absr, half)
+    return sep | np.any(np.abs(local) > ext_g + radius, axis=1)
+
+
+def _gripper_parts(width, depth):
+    """(centre, half size) in the gripper frame of the left finger, right finger, base, hull."""
+    h = width / 2
+    n = len(h)
+    zero = np.zeros(n)
+    fx, fe = (depth - GRIPPER_BASE_DEPTH) / 2, (depth + GRIPPER_BASE_DEPTH) / 2
+    hz = np.full(n, GRIPPER_HEIGHT / 2)
+    fy = h + FINGER_WIDTH / 2
+    finger_ext = np.stack([fe, np.full(n, FINGER_WIDTH / 2), hz], 1)
+    left = (np.stack([fx, -fy, zero], 1), finger_ext)
+    right = (np.stack([fx, fy, zero], 1), finger_ext)
+    bx = -GRIPPER_BASE_DEPTH - FINGER_WIDTH / 2
+    base = (np.stack([np.full(n, bx), zero, zero], 1),
+            np.stack([np.full(n, FINGER_WIDTH / 2), h + FINGER_WIDTH, hz], 1))
+    back = -GRIPPER_BASE_DEPTH - FINGER_WIDTH
+    hull = (np.stack([(depth + back) / 2, zero, zero], 1),
+            np.stack([(depth - back) / 2, h + FINGER_WIDTH, hz], 1))
+    return left, right, base, hull
+
+
+def _cells(mu, width, points, grid):
+    """Rotation, origin, width and depth of every cell with mu > 0 (flat index order)."""
+    v, a, d = grid
+    idx = np.flatnonzero(mu.reshape(-1) > 0)
+    pi, vi, ai, di = np.unravel_index(idx, mu.shape)
+    rot = grasp_frames(v, a)[vi, ai]
+    return idx, rot, np.asarray(points, np.float64)[pi], width.reshape(-1)[idx].astype(np.float64), \
+        _depths(d)[di]
+
+
+def box_self_collision(half, points, mu, width, grid) -> np.ndarray:
+    """(Np, V, A, D) bool: fingers or base overlap the box, for cells with mu > 0."""
+    out = np.zeros(mu.size, bool)
+    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    if len(idx):
+        left, right, base, _ = _gripper_parts(w, dep)
+        free = np.ones(len(idx), bool)
+        for cen, ext in (left, right, base):
+            free &= _separated(cen, ext, rot, p, np.asarray(half, np.float64))
+        out[idx] = ~free
+    return out.reshape(mu.shape)
+
+
+def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.ndarray:
+    """(Np, V, A, D) bool scene collision of one object instance (cells with mu > 0).
+
+    ``pose``: 4x4 model -> table frame of the instance; ``others``: (half, 4x4 pose) of the other
+    boxes of the scene. The table top is z = 0 of the table frame.
+    """
+    out = own_collision.reshape(-1).copy()
+    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    keep = ~out[idx]
+    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    if not len(idx):
+        return out.reshape(mu.shape)
+    r_t, t_t = pose[:3, :3], pose[:3, 3]
+    rot_t = np.einsum('ij,njk->nik', r_t, rot)  # gripper axes in the table frame
+    p_t = p @ r_t.T + t_t
+    (hull_c, hull_e) = _gripper_parts(w, dep)[3]
+    centre_t = p_t + np.einsum('nij,nj->ni', rot_t, hull_c)
+    lowest = centre_t[:, 2] - np.einsum('nj,nj->n', np.abs(rot_t[:, 2, :]), hull_e)
+    hit = lowest < 0
+    reach = np.linalg.norm(hull_e + np.abs(hull_c), axis=1)
+    for half, other in others:
+        inv = np.linalg.inv(other)
+        r_o = inv[:3, :3] @ r_t
+        p_o = p @ r_o.T + (inv[:3, :3] @ t_t + inv[:3, 3])  # gripper origin in the other's frame
+        near = ~hit & (np.linalg.norm(p_o, axis=1) < reach + np.linalg.norm(half))
+        if near.any():
+            rot_o = np.einsum('ij,njk->nik', r_o, rot[near])
+            hit[near] = ~_separated(hull_c[near], hull_e[near], rot_o, p_o[near],
+                                    np.asarray(half, np.float64))
+    out[idx[hit]] = True
+    return out.reshape(mu.shape)
+
+
+def tolerance_labels(points: np.ndarray, mu: np.ndarray, mu_thresh: float = 0.55,
+                     ratio_thresh: float = 0.8) -> np.ndarray:
+    """graspnet-baseline's tolerance rule (generate_tolerance_label.py ``worker``), vectorised.
+
+    For radii r = 0, 0.001, ..., 0.050: over the label points within r (distance <= r, the point
+    itself included), the fraction with 0 < μ <= 0.55 per cell; cells at >= 0.8 get r; the loop
+    stops at the first radius where no cell passes. Radii with the same neighbours pass the same
+    cells, so each point is checked once per distinct neighbour count, on the cells where some
+    neighbour is good (no other cell can pass).
+    """
+    n = len(points)
+    good = ((mu > 0) & (mu <= mu_thresh)).reshape(n, -1)
+    p = np.asarray(points, np.float32)
+    dists = np.linalg.norm(p[:, None, :] - p[None, :, :], axis=-1)
+    radii = np.float32(_TOLERANCE_RADII)
+    counts = (dists[:, :, None] <= radii).sum(1)  # (n, R) neighbours within each radius
+    out = np.zeros(good.shape, np.float32)
+    for i in range(n):
+        order = np.argsort(dists[i], kind='stable')[:counts[i, -1]]
+        near = good[order]
+        cols = np.flatnonzero(near.any(0))
+        if not len(cols):
+            continue
+        cum = np.cumsum(near[:, cols], axis=0, dtype=np.int32)  # good among the j+1 nearest
+        sizes, last_radius = np.unique(counts[i], return_index=True)  # distinct counts, first r
+        last_radius = np.append(last_radius[1:], len(radii)) - 1  # last radius of each count
+        passing = cum[sizes - 1] / sizes[:, None] >= ratio_thresh  # numpy mean, as the worker
+        alive = np.cumprod(passing.any(1)).astype(bool)  # the loop breaks at the first empty radius
+        passing &= alive[:, None]
+        best = len(sizes) - 1 - np.argmax(passing[::-1], axis=0)
+        out[i, cols] = np.where(passing.any(0), radii[last_radius[best]], 0)
+    return out.reshape(mu.shape)

@@ -1,0 +1,123 @@
+"""One frame of GraspNet-1Billion's evaluation: graspnetAPI's ``eval_grasp`` and the accuracy
+step of ``eval_scene``, as array operations."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .contacts import close_jaws
+from .force_closure import GRASPNET_FRICTION_COEFFICIENTS, force_closure_min_friction
+from .gripper import gripper_collision
+from .nms import grasp_nms
+from .points import nearest_indices, transform_points
+from .sdf import SignedDistanceField
+
+EVAL_FRICTION_COEFFICIENTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
+
+
+def dexnet_grasp_params(grasps: np.ndarray, pose: np.ndarray):
+    """Jaw centres, unit jaw axes and widths in the object frame (graspnetAPI's conversion).
+
+    The centre is the grasp translation moved ``depth`` along the approach axis; the axis is
+    the rotation's second column brought into the object frame. Raises ValueError naming the
+    rows whose axis is not unit to 1e-5 (dexnet's "Illegal grasp axis").
+    """
+    rot = grasps[:, 4:13].reshape(-1, 3, 3)
+    centre = rot[:, :, 0] * grasps[:, 3][:, None] + grasps[:, 13:16]
+    centre = transform_points(centre, np.linalg.inv(pose))
+    binormal = np.einsum('ji,gjk->gik', pose[:3, :3], rot)[:, :, 1]
+    norm = np.linalg.norm(binormal, axis=1)
+    bad = np.flatnonzero(np.abs(norm - 1.0) > 1e-5)
+    if len(bad):
+        raise ValueError(f'grasp rows {bad.tolist()[:10]}: rotation is not orthonormal (jaw axis '
+                         f'norm {norm[bad[0]]:.7f}); dexnet would refuse them as well')
+    return centre, binormal / norm[:, None], grasps[:, 1].copy()
+
+
+def grasp_friction(grasps: np.ndarray, pose: np.ndarray, sdf: SignedDistanceField,
+                   coefficients: Sequence[float] = GRASPNET_FRICTION_COEFFICIENTS) -> np.ndarray:
+    """(G,) smallest force-closure coefficient of each grasp on one object, -1 if none."""
+    if len(grasps) == 0:
+        return np.zeros(0)
+    centres, axes, widths = dexnet_grasp_params(grasps, pose)
+    found, points, normals = close_jaws(sdf, centres, axes, widths)
+    score = force_closure_min_friction(points[:, 0], normals[:, 0], points[:, 1],
+                                       normals[:, 1], coefficients)
+    score[~found] = -1.0
+    return score
+
+
+def precision_at_k(scores: np.ndarray, top_k: int = 50,
+                   coefficients: Sequence[float] = EVAL_FRICTION_COEFFICIENTS) -> np.ndarray:
+    """(top_k, C) accuracy: among the first k+1 grasps (sorted by confidence), the share with
+    0 < score <= mu; fewer grasps than k+1 count as failures."""
+    scores = np.asarray(scores, dtype=np.float64)[:top_k]
+    mus = np.asarray(coefficients, dtype=np.float64)
+    good = (scores[:, None] <= mus[None, :]) & (scores[:, None] > 0)
+    hits = np.zeros((top_k, len(mus)))
+    hits[:len(scores)] = np.cumsum(good, axis=0)
+    hits[len(scores):] = hits[len(scores) - 1] if len(scores) else 0
+    return hits / np.arange(1, top_k + 1)[:, None]
+
+
+def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
+                   sdfs: Sequence[SignedDistanceField], poses: Sequence[np.ndarray],
+                   table: np.ndarray | None, top_k: int = 50, max_width: float = 0.1,
+                   per_object: int = 10) -> dict:
+    """graspnetAPI's per-frame evaluation of a dump.
+
+    Args:
+        grasps: (N, 17) dumped rows (any float dtype; widths are clipped in that dtype).
+        models: downsampled model points per object, object frame.
+        sdfs: the objects' SDFs, same order. poses: float32 4x4 object -> camera.
+        table: (T, 3) table points in the camera frame, or None.
+
+    Returns:
+        dict(accuracy=(top_k, 6), grasps=kept rows sorted by confidence, scores=their
+        friction coefficient or -1, collision=their collision-or-empty mask).
+    """
+    grasps = np.array(grasps).reshape(-1, 17)
+    empty = dict(accuracy=np.zeros((top_k, len(EVAL_FRICTION_COEFFICIENTS))),
+                 grasps=np.zeros((0, 17)), scores=np.zeros(0), collision=np.zeros(0, bool))
+    if len(grasps) == 0 or len(models) == 0:
+        return empty
+    grasps[:, 1] = np.clip(grasps[:, 1], 0, max_width)
+    grasps = grasp_nms(grasps, 0.03, 30.0 / 180 * np.pi)
+    posed = [transform_points(m, p) for m, p in zip(models, poses)]
+    owner = np.concatenate([np.full(len(m), i) for i, m in enumerate(posed)])
+    scene = np.concatenate(posed, axis=0)
+    assigned = owner[nearest_indices(grasps[:, 13:16], scene)]
+    per_obj = []
+    for i in range(len(posed)):
+        g = grasps[assigned == i]
+        per_obj.append(g[np.argsort(g[:, 0])[::-1]][:per_object])
+    stacked = np.vstack(per_obj)
+    if len(stacked) == 0:
+        return empty
+    ranked = np.argsort(stacked[:, 0])[::-1]
+    min_score = stacked[ranked[min(top_k - 1, len(ranked) - 1)], 0]
+    if table is not None:
+        scene = np.concatenate([scene, table])
+    kept, scores, collided = [], [], []
+    for i, g in enumerate(per_obj):
+        g = g[g[:, 0] >= min_score]
+        if len(g) == 0:
+            continue
+        lo, hi = posed[i].min(axis=0) - 0.05, posed[i].max(axis=0) + 0.05
+        work = scene[np.all((scene > lo) & (scene < hi), axis=1)]
+        collision, _ = gripper_collision(g, work)
+        score = np.full(len(g), -1.0)
+        free = ~collision
+        if free.any():
+            score[free] = grasp_friction(g[free], poses[i], sdfs[i])
+        kept.append(g)
+        scores.append(score)
+        collided.append(collision)
+    if not kept:
+        return empty
+    kept, scores, collided = np.concatenate(kept), np.concatenate(scores), np.concatenate(collided)
+    order = np.argsort(-kept[:, 0])
+    kept, scores, collided = kept[order], scores[order], collided[order]
+    return dict(accuracy=precision_at_k(scores, top_k), grasps=kept, scores=scores,
+                collision=collided)

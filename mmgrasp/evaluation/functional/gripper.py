@@ -1,0 +1,120 @@
+"""The parallel-jaw gripper against point sets: graspnetAPI's evaluation check and the
+reference test scripts' ``ModelFreeCollisionDetector``.
+
+Gripper frame: x along the approach (towards the object), y between the jaws, z the jaw height;
+the grasp translation is the origin, ``depth`` how far the finger tips reach past it. Both
+checks transform points into every grasp's frame, chunked over grasps so memory stays bounded.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .points import voxel_downsample
+
+GRASP_ROTATION = slice(4, 13)
+GRASP_TRANSLATION = slice(13, 16)
+
+
+def _points_in_gripper(points: np.ndarray, translations: np.ndarray,
+                       rotations: np.ndarray) -> np.ndarray:
+    return np.matmul(points[None, :, :] - translations[:, None, :], rotations)
+
+
+def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,
+                      depth_base: float = 0.02, finger_width: float = 0.01,
+                      empty_thresh: int = 10, chunk: int = 64):
+    """graspnetAPI's ``collision_detection`` for one object's grasps against ``points``.
+
+    Args:
+        grasps: (G, 17) GraspGroup rows (width, depth, rotation, translation are read).
+        points: (P, 3) scene points already cropped to the object's workspace.
+
+    Returns:
+        (collision, empty) bool (G,) each; collision includes empty (fewer than
+        ``empty_thresh`` points between the fingers), as graspnetAPI counts it.
+    """
+    grasps = np.asarray(grasps)
+    g = len(grasps)
+    collision = np.zeros(g, dtype=bool)
+    empty = np.zeros(g, dtype=bool)
+    for s in range(0, g, chunk):
+        part = grasps[s:s + chunk]
+        target = _points_in_gripper(points, part[:, GRASP_TRANSLATION],
+                                    part[:, GRASP_ROTATION].reshape(-1, 3, 3))
+        depths = part[:, 3][:, None]
+        half = part[:, 1][:, None] / 2
+        x, y, z = target[..., 0], target[..., 1], target[..., 2]
+        mask1 = (z > -height / 2) & (z < height / 2)
+        mask2 = (x > -depth_base) & (x < depths)
+        mask3 = y > -(half + finger_width)
+        mask4 = y < -half
+        mask5 = y < (half + finger_width)
+        mask6 = y > half
+        mask7 = (x > -(depth_base + finger_width)) & (x < -depth_base)
+        left = mask1 & mask2 & mask3 & mask4
+        right = mask1 & mask2 & mask5 & mask6
+        bottom = mask1 & mask3 & mask5 & mask7
+        inner = mask1 & mask2 & ~mask4 & ~mask6
+        e = inner.sum(axis=-1) < empty_thresh
+        collision[s:s + chunk] = np.any(left | right | bottom, axis=-1) | e
+        empty[s:s + chunk] = e
+    return collision, empty
+
+
+class ModelFreeCollisionDetector:
+    """Grasps that collide with an observed cloud (the reference test scripts' filter).
+
+    The cloud is voxel-downsampled once (``voxel_size``); a grasp collides when the points in
+    its fingers, palm and the ``approach_dist`` corridor behind the palm, divided by that
+    volume in voxels, exceed ``collision_thresh`` (finger length 0.06, finger width 0.01).
+    """
+
+    finger_width = 0.01
+    finger_length = 0.06
+
+    def __init__(self, scene_points: np.ndarray, voxel_size: float = 0.005):
+        self.voxel_size = float(voxel_size)
+        self.scene_points = voxel_downsample(np.asarray(scene_points, dtype=np.float64),
+                                             self.voxel_size)
+
+    def detect(self, grasps: np.ndarray, approach_dist: float = 0.03,
+               collision_thresh: float = 0.05, chunk: int = 64) -> np.ndarray:
+        """(G,) bool, True where grasp row ``g`` (GraspGroup layout) collides."""
+        grasps = np.asarray(grasps)
+        approach_dist = max(approach_dist, self.finger_width)
+        fl, fw = self.finger_length, self.finger_width
+        out = np.zeros(len(grasps), dtype=bool)
+        for s in range(0, len(grasps), chunk):
+            part = grasps[s:s + chunk].astype(np.float64)
+            target = _points_in_gripper(self.scene_points, part[:, GRASP_TRANSLATION],
+                                        part[:, GRASP_ROTATION].reshape(-1, 3, 3))
+            heights = part[:, 2][:, None]
+            depths = part[:, 3][:, None]
+            widths = part[:, 1][:, None]
+            x, y, z = target[..., 0], target[..., 1], target[..., 2]
+            mask1 = (z > -heights / 2) & (z < heights / 2)
+            mask2 = (x > depths - fl) & (x < depths)
+            mask3 = y > -(widths / 2 + fw)
+            mask4 = y < -widths / 2
+            mask5 = y < (widths / 2 + fw)
+            mask6 = y > widths / 2
+            mask7 = (x <= depths - fl) & (x > depths - fl - fw)
+            mask8 = (x <= depths - fl - fw) & (x > depths - fl - fw - approach_dist)
+            fingers = mask1 & mask2 & ((mask3 & mask4) | (mask5 & mask6))
+            behind = mask1 & mask3 & mask5 & (mask7 | mask8)
+            hits = (fingers | behind).sum(axis=1)
+            h, w = heights[:, 0], widths[:, 0]
+            voxel3 = self.voxel_size ** 3
+            volume = (h * fl * fw / voxel3) * 2 + h * (w + 2 * fw) * fw / voxel3 \
+                + h * (w + 2 * fw) * approach_dist / voxel3
+            out[s:s + chunk] = hits / (volume + 1e-6) > collision_thresh
+        return out
+
+
+def filter_collisions(grasps: np.ndarray, cloud: np.ndarray, voxel_size: float = 0.01,
+                      approach_dist: float = 0.05, collision_thresh: float = 0.01) -> np.ndarray:
+    """The grasp rows that do not collide with ``cloud``; ``collision_thresh <= 0`` keeps all."""
+    if collision_thresh <= 0 or len(grasps) == 0:
+        return grasps
+    detector = ModelFreeCollisionDetector(cloud, voxel_size)
+    return grasps[~detector.detect(grasps, approach_dist, collision_thresh)]

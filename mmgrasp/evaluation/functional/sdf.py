@@ -1,0 +1,179 @@
+"""Signed distance fields in dexnet's format, sampled and differentiated the way dexnet does.
+
+A dexnet ``.sdf`` file is text: ``nx ny nz`` / ``ox oy oz`` (origin, metres) / resolution
+(metres per cell) / then nx*ny*nz values, x fastest, then y, then z. Grid coordinates are
+``(p - origin) / resolution``. Points pass through float32 on every change of frame, as in
+dexnet (its ``transform_pt_*`` cast to float32), so contacts land where dexnet's land.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import numpy as np
+
+# dexnet's Sdf3D corner order for trilinear interpolation: corner i's offset (dx, dy, dz)
+_CORNERS = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1],
+                     [1, 1, 0], [0, 1, 1], [1, 0, 1], [1, 1, 1]], dtype=np.int64)
+
+
+def _normal_offsets(delta: float) -> np.ndarray:
+    """The 27 probe offsets of dexnet's surface_normal: a 3x3x3 lattice pushed onto a sphere."""
+    steps = np.array([-delta, 0.0, delta])
+    d = np.stack(np.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
+    norm = np.linalg.norm(d, axis=1, keepdims=True)
+    nonzero = norm[:, 0] > 0
+    d[nonzero] = delta * d[nonzero] / norm[nonzero]
+    return d
+
+
+class SignedDistanceField:
+    """A dexnet-style SDF: trilinear values, on-surface test, plane-fit surface normals.
+
+    Args:
+        data: (nx, ny, nz) signed distances in metres (negative inside).
+        origin: (3,) position of grid cell (0, 0, 0) in the object frame.
+        resolution: cell size in metres.
+        surface_sample: grid indices (M, 3) of surface cells used for out-of-grid queries (dexnet
+            draws 1000 with np.random; None uses every surface cell, which is deterministic).
+    """
+
+    def __init__(self, data: np.ndarray, origin: np.ndarray, resolution: float,
+                 surface_sample: Optional[np.ndarray] = None):
+        self.data = np.asarray(data, dtype=np.float64)
+        if self.data.ndim != 3:
+            raise ValueError(f'SDF data must be 3-D, got shape {self.data.shape}')
+        self.origin = np.asarray(origin, dtype=np.float64).reshape(3)
+        self.resolution = float(resolution)
+        self.dims = np.array(self.data.shape, dtype=np.int64)
+        self.surface_thresh = self.resolution * np.sqrt(2) / 2
+        self.surface_cells = np.argwhere(np.abs(self.data) < self.surface_thresh)
+        if len(self.surface_cells) == 0:
+            raise ValueError('SDF has no cell within resolution*sqrt(2)/2 of its zero set')
+        self.surface_sample = self.surface_cells if surface_sample is None else \
+            np.asarray(surface_sample, dtype=np.int64)
+        self._inv_res = 1.0 / self.resolution
+        self._grid_shift = -self._inv_res * self.origin
+
+    # frames -------------------------------------------------------------------------------
+    def to_grid(self, points: np.ndarray) -> np.ndarray:
+        """Object-frame points (..., 3) to grid coordinates (float32 on the way, as dexnet)."""
+        p = np.asarray(points).astype(np.float32).astype(np.float64)
+        return p * self._inv_res + self._grid_shift
+
+    def to_object(self, grid: np.ndarray) -> np.ndarray:
+        """Grid coordinates (..., 3) to object-frame points (float32 on the way, as dexnet)."""
+        g = np.asarray(grid).astype(np.float32).astype(np.float64)
+        return g * self.resolution + self.origin
+
+    # values -------------------------------------------------------------------------------
+    def __call__(self, grid: np.ndarray) -> np.ndarray:
+        """Signed distance at grid coordinates (..., 3), trilinear inside the grid.
+
+        Outside the grid: distance (metres) to the nearest surface-sample cell plus the SDF
+        value stored there, as dexnet's ``_signed_distance``.
+        """
+        grid = np.asarray(grid, dtype=np.float64)
+        shape = grid.shape[:-1]
+        c = grid.reshape(-1, 3)
+        out = np.empty(len(c))
+        outside = np.any(c < 0, axis=1) | np.any(c >= self.dims, axis=1)
+        inside = ~outside
+        if inside.any():
+            out[inside] = self._trilinear(c[inside])
+        if outside.any():
+            out[outside] = self._outside(c[outside])
+        return out.reshape(shape)
+
+    def _trilinear(self, c: np.ndarray) -> np.ndarray:
+        base = np.floor(c).astype(np.int64)
+        sd = np.zeros(len(c))
+        for offset in _CORNERS:  # dexnet's corner order and float operation order
+            p = base + offset
+            valid = np.all(p < self.dims, axis=1)
+            v = np.zeros(len(c))
+            q = p[valid]
+            v[valid] = self.data[q[:, 0], q[:, 1], q[:, 2]]
+            w1 = -np.abs(p - c) + 1
+            w = w1[:, 0] * w1[:, 1] * w1[:, 2]
+            sd = sd + w * v
+        return sd
+
+    def _outside(self, c: np.ndarray) -> np.ndarray:
+        sample = self.surface_sample
+        out = np.empty(len(c))
+        for start in range(0, len(c), 256):
+            part = c[start:start + 256]
+            d = np.linalg.norm(sample[None, :, :] - part[:, None, :], axis=-1)
+            nearest = sample[np.argmin(d, axis=1)]
+            gap = np.linalg.norm(self.to_object(nearest) - self.to_object(part), axis=1)
+            out[start:start + 256] = gap + self.data[nearest[:, 0], nearest[:, 1], nearest[:, 2]]
+        return out
+
+    def on_surface(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, values): |sdf| < resolution*sqrt(2)/2 at grid coordinates (..., 3)."""
+        values = self(grid)
+        return np.abs(values) < self.surface_thresh, values
+
+    def surface_normal(self, grid: np.ndarray, delta: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
+        """Outward unit normals at surface grid points (K, 3), as dexnet's ``surface_normal``.
+
+        Fits a plane (smallest singular vector) to the on-surface probes of a 27-point lattice of
+        radius ``delta`` cells, orients it so the SDF grows along it. Returns (normals, valid);
+        invalid where the point itself is not on the surface.
+        """
+        grid = np.asarray(grid, dtype=np.float64).reshape(-1, 3)
+        k = len(grid)
+        valid = np.abs(self(grid)) < self.surface_thresh
+        probes = grid[:, None, :] + _normal_offsets(delta)[None]  # (K, 27, 3)
+        values = self(probes)
+        on = np.abs(values) < self.surface_thresh
+        # dexnet sorts the kept probes by SDF value (stable) before fitting
+        key = np.where(on, values, np.inf)
+        order = np.argsort(key, axis=1, kind='stable')
+        probes = np.take_along_axis(probes, order[..., None], axis=1)
+        on = np.take_along_axis(on, order, axis=1)
+        count = np.maximum(on.sum(axis=1), 1)
+        masked = np.where(on[..., None], probes, 0.0)
+        mean = masked.sum(axis=1) / count[:, None]
+        centred = np.where(on[..., None], probes - mean[:, None, :], 0.0)
+        u, _, _ = np.linalg.svd(np.swapaxes(centred, 1, 2))
+        normals = u[:, :, 2].copy()
+        flip = self(grid + normals * 0.01) < self(grid)
+        normals[flip] = -normals[flip]
+        normals[~valid] = np.nan
+        return normals.reshape(k, 3), valid
+
+
+def read_dexnet_sdf(path: str | os.PathLike,
+                    surface_sample: Optional[np.ndarray] = None) -> SignedDistanceField:
+    """Read a dexnet ``.sdf`` text file (see the module docstring)."""
+    with open(path) as f:
+        lines = f.read().split('\n')
+    try:
+        dims = [int(v) for v in lines[0].split()]
+        origin = [float(v) for v in lines[1].split()]
+        resolution = float(lines[2])
+        if len(dims) != 3 or len(origin) != 3:
+            raise ValueError('header must be "nx ny nz" / "ox oy oz" / resolution')
+        values = np.array(' '.join(lines[3:]).split(), dtype=np.float64)
+    except ValueError as err:
+        raise ValueError(f'{path}: not a dexnet SDF file ({err})') from None
+    n = dims[0] * dims[1] * dims[2]
+    if len(values) != n:
+        raise ValueError(f'{path}: header says {dims} = {n} values, file has {len(values)}')
+    data = values.reshape(dims[2], dims[1], dims[0]).transpose(2, 1, 0)
+    return SignedDistanceField(data, np.array(origin), resolution, surface_sample)
+
+
+def write_dexnet_sdf(path: str | os.PathLike, data: np.ndarray, origin: np.ndarray,
+                     resolution: float) -> None:
+    """Write ``data`` (nx, ny, nz) in dexnet's text format, through a temporary name."""
+    data = np.asarray(data, dtype=np.float64)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.write('%d %d %d\n' % data.shape)
+        f.write('%.10f %.10f %.10f\n' % tuple(np.asarray(origin, dtype=np.float64)))
+        f.write('%.10f\n' % resolution)
+        np.savetxt(f, data.transpose(2, 1, 0).reshape(-1), fmt='%.10f')
+    os.replace(tmp, path)

@@ -1,0 +1,341 @@
+"""GraspNet-1Billion evaluation of a dump folder: graspnetAPI's ``GraspNetEval.eval_scene`` per
+scene, scenes in parallel processes, every scene's result written as soon as it is done.
+
+Layout read (graspnetAPI's): ``scenes/scene_%04d/<camera>/annotations/%04d.xml`` (object id, name,
+path, translation, w x y z quaternion per object), ``camera_poses.npy``, ``cam0_wrt_table.npy``;
+``models/%03d/nontextured.ply`` (vertices) and ``models/%03d/textured.sdf`` (dexnet format).
+Dumps: ``DUMP/scene_%04d/<camera>/%04d.npy``, (N, 17) GraspGroup rows.
+
+Results: ``<results_dir>/scene_%04d.npz`` holds that scene's (frames, 50, 6) accuracy, its
+frames, and a fingerprint of the dump files and of this evaluator; a rerun with the same inputs
+reads it instead of evaluating again.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+import xml.etree.ElementTree as ET
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+import numpy as np
+
+from .functional import (SignedDistanceField, evaluate_frame, quaternion_to_graspnet_pose,
+                         read_dexnet_sdf, table_points, transform_points, voxel_downsample)
+
+EVALUATOR_VERSION = 'mmgrasp-graspnet-1 (graspnetAPI bd6783c rules)'
+SPLITS = {'seen': range(100, 130), 'similar': range(130, 160), 'novel': range(160, 190)}
+TOP_K = 50
+MODEL_VOXEL = 0.008
+
+
+class EvaluationError(RuntimeError):
+    """A scene/frame that could not be evaluated; the message names both."""
+
+
+# reading ------------------------------------------------------------------------------------
+def read_annotation(path: str) -> List[tuple]:
+    """[(object id, float32 4x4 pose model -> camera)] of an annotation XML, in file order."""
+    try:
+        root = ET.parse(path).getroot()
+        out = []
+        for obj in root:
+            fields = list(obj)
+            obj_id = int(fields[0].text)
+            translation = [float(v) for v in fields[3].text.split()]
+            quaternion = [float(v) for v in fields[4].text.split()]
+            if len(translation) != 3 or len(quaternion) != 4:
+                raise ValueError(f'object {obj_id}: translation needs 3 numbers and '
+                                 'quaternion 4 (w x y z)')
+            out.append((obj_id, quaternion_to_graspnet_pose(translation, quaternion)))
+    except (ET.ParseError, IndexError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f'{path}: not a GraspNet annotation ({err})') from None
+    return out
+
+
+def read_ply_points(path: str) -> np.ndarray:
+    """(N, 3) float64 vertex positions of a PLY file (faces, if any, are ignored)."""
+    from plyfile import PlyData
+    try:
+        vertex = PlyData.read(path)['vertex']
+        return np.stack([np.asarray(vertex[a], dtype=np.float64) for a in 'xyz'], axis=1)
+    except (KeyError, ValueError, OSError) as err:
+        raise ValueError(f'{path}: cannot read PLY vertices ({err})') from None
+
+
+@functools.lru_cache(maxsize=256)
+def _model_points(path: str) -> np.ndarray:
+    return voxel_downsample(read_ply_points(path), MODEL_VOXEL)
+
+
+@functools.lru_cache(maxsize=64)
+def _sdf(path: str) -> SignedDistanceField:
+    return read_dexnet_sdf(path)
+
+
+def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[int] = None):
+    """Object ids (frame 0's annotation order), downsampled model points and SDFs of a scene.
+
+    ``sdf_sample_seed``: draw each SDF's out-of-grid surface sample as dexnet does after
+    ``np.random.seed(seed)`` (1000 cells with replacement, objects in order); None uses every
+    surface cell.
+    """
+    cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
+    ids = [i for i, _ in read_annotation(os.path.join(cam_dir, 'annotations', '0000.xml'))]
+    models, sdfs = [], []
+    rs = None if sdf_sample_seed is None else np.random.RandomState(sdf_sample_seed)
+    for i in ids:
+        mdir = os.path.join(root, 'models', f'{i:03d}')
+        models.append(_model_points(os.path.join(mdir, 'nontextured.ply')))
+        sdf = _sdf(os.path.join(mdir, 'textured.sdf'))
+        if rs is not None:
+            sample = sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)]
+            sdf = SignedDistanceField(sdf.data, sdf.origin, sdf.resolution, sample)
+        sdfs.append(sdf)
+    return ids, models, sdfs
+
+
+def dump_path(dump_dir: str, scene: int, camera: str, frame: int) -> str:
+    return os.path.join(dump_dir, f'scene_{scene:04d}', camera, f'{frame:04d}.npy')
+
+
+def load_dump(path: str, rotation_tol: float = 1e-5) -> np.ndarray:
+    """A frame's (N, 17) grasps; raises ValueError naming the file for a wrong shape or for
+    rotations that are not orthonormal within ``rotation_tol`` (dexnet refuses those too)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'{path}: no dump for this frame')
+    grasps = np.load(path)
+    if grasps.ndim != 2 or grasps.shape[1] != 17:
+        if grasps.size == 0:
+            return np.zeros((0, 17), dtype=np.float32)
+        raise ValueError(f'{path}: shape {grasps.shape}, expected (N, 17) GraspGroup rows')
+    rot = grasps[:, 4:13].astype(np.float64).reshape(-1, 3, 3)
+    err = np.abs(np.matmul(np.swapaxes(rot, 1, 2), rot) - np.eye(3)).max(axis=(1, 2))
+    bad = np.flatnonzero(~(err <= rotation_tol))
+    if len(bad):
+        raise ValueError(f'{path}: rows {bad[:10].tolist()} have rotations that are not '
+                         f'orthonormal (|R^T R - I| up to {np.nanmax(err[bad]):.2e} > '
+                         f'{rotation_tol:g}); orthonormalise them before dumping')
+    return grasps
+
+
+def scene_frames(root: str, camera: str, scene: int) -> List[int]:
+    """Frames with an annotation XML (graspnetAPI assumes 0..255)."""
+    adir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera, 'annotations')
+    if not os.path.isdir(adir):
+        raise FileNotFoundError(f'{adir}: no annotations for scene {scene}')
+    return sorted(int(n[:-4]) for n in os.listdir(adir) if n.endswith('.xml') and n[:-4].isdigit())
+
+
+# one scene ----------------------------------------------------------------------------------
+def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Sequence[int],
+                   sdf_sample_seed: Optional[int] = None,
+                   on_frame: Optional[Callable[[int, int], None]] = None) -> np.ndarray:
+    """(len(frames), 50, 6) accuracy of one scene, graspnetAPI's ``eval_scene`` step for step.
+
+    Raises EvaluationError naming the scene and frame when one fails.
+    """
+    frame = frames[0] if len(frames) else 0
+    try:
+        _, models, sdfs = scene_assets(root, camera, scene, sdf_sample_seed)
+        cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
+        camera_poses = np.load(os.path.join(cam_dir, 'camera_poses.npy'))
+        align = np.load(os.path.join(cam_dir, 'cam0_wrt_table.npy'))
+        table = table_points(1.0, 1.0, 0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)
+        out = np.zeros((len(frames), TOP_K, 6))
+        for n, frame in enumerate(frames):
+            if on_frame is not None:
+                on_frame(scene, frame)
+            grasps = load_dump(dump_path(dump_dir, scene, camera, frame))
+            annotation = read_annotation(os.path.join(cam_dir, 'annotations', f'{frame:04d}.xml'))
+            poses = [p for _, p in annotation]
+            if len(poses) != len(models):
+                raise ValueError(f'annotation {frame:04d}.xml lists {len(poses)} objects, '
+                                 f'frame 0000 lists {len(models)}')
+            table_cam = transform_points(table, np.linalg.inv(np.matmul(align,
+                                                                        camera_poses[frame])))
+            out[n] = evaluate_frame(grasps, models, sdfs, poses, table_cam, TOP_K)['accuracy']
+        return out
+    except EvaluationError:
+        raise
+    except Exception as err:  # noqa: BLE001 - re-raised with the scene and frame named
+        raise EvaluationError(f'scene {scene} frame {frame}: {type(err).__name__}: {err}') \
+            from err
+
+
+# many scenes --------------------------------------------------------------------------------
+def _fingerprint(dump_dir: str, camera: str, scene: int, frames: Sequence[int],
+                 sdf_sample_seed) -> str:
+    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}'.encode())
+    for f in frames:
+        p = dump_path(dump_dir, scene, camera, f)
+        st = os.stat(p) if os.path.exists(p) else None
+        h.update(f'{f}:{st.st_size if st else -1}:{st.st_mtime_ns if st else -1};'.encode())
+    return h.hexdigest()
+
+
+def _result_path(results_dir: str, scene: int) -> str:
+    return os.path.join(results_dir, f'scene_{scene:04d}.npz')
+
+
+def _load_result(path: str, key: str, frames: Sequence[int]) -> Optional[np.ndarray]:
+    try:
+        with np.load(path) as z:
+            if str(z['fingerprint']) == key and z['frames'].tolist() == list(frames):
+                return z['accuracy']
+    except (OSError, KeyError, ValueError):
+        return None
+    return None
+
+
+def _save_result(path: str, key: str, frames: Sequence[int], accuracy: np.ndarray) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}.npz'
+    np.savez(tmp, accuracy=accuracy, frames=np.asarray(frames), fingerprint=np.array(key))
+    os.replace(tmp, path)
+
+
+_PROGRESS = None
+
+
+def _init_worker(progress_queue) -> None:
+    global _PROGRESS
+    _PROGRESS = progress_queue
+
+
+def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, result_file, key):
+    def report(s, f):
+        _PROGRESS.put((os.getpid(), s, f, time.monotonic()))
+    acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report)
+    if result_file is not None:
+        _save_result(result_file, key, frames, acc)
+    _PROGRESS.put((os.getpid(), scene, None, time.monotonic()))
+    return acc
+
+
+class _Bar:
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled and total:
+            from mmengine.utils import ProgressBar
+            self.bar = ProgressBar(total)
+
+    def step(self, n: int = 1) -> None:
+        if self.bar is not None:
+            for _ in range(n):
+                self.bar.update()
+
+
+def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
+                  frames: Optional[Dict[int, Sequence[int]]] = None, nproc: int = 1,
+                  results_dir: Optional[str] = None, frame_timeout: float = 600.0,
+                  progress: bool = True, sdf_sample_seed: Optional[int] = None
+                  ) -> Dict[int, np.ndarray]:
+    """Evaluate every scene of ``scenes`` (frames: per scene, default every annotated frame).
+
+    ``nproc > 1`` runs scenes in that many processes; a process that raises, dies or spends more
+    than ``frame_timeout`` seconds on one frame ends the run with EvaluationError naming the
+    scene and frame (nothing waits forever). Finished scenes are kept in ``results_dir``.
+    Returns {scene: (frames, 50, 6) accuracy}.
+    """
+    scenes = [int(s) for s in scenes]
+    frames = {s: list(frames[s]) if frames and s in frames else scene_frames(root, camera, s)
+              for s in scenes}
+    out: Dict[int, np.ndarray] = {}
+    todo = []
+    for s in scenes:
+        key = _fingerprint(dump_dir, camera, s, frames[s], sdf_sample_seed)
+        cached = None if results_dir is None else \
+            _load_result(_result_path(results_dir, s), key, frames[s])
+        if cached is not None:
+            out[s] = cached
+        else:
+            todo.append((s, key))
+    bar = _Bar(sum(len(frames[s]) for s, _ in todo), progress)
+    if nproc <= 1 or len(todo) <= 1:
+        for s, key in todo:
+            acc = evaluate_scene(root, dump_dir, camera, s, frames[s], sdf_sample_seed,
+                                 lambda *_: bar.step())
+            if results_dir is not None:
+                _save_result(_result_path(results_dir, s), key, frames[s], acc)
+            out[s] = acc
+        return {s: out[s] for s in scenes}
+    ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
+    progress_queue = ctx.Queue()
+    pool = cf.ProcessPoolExecutor(min(nproc, len(todo)), mp_context=ctx,
+                                  initializer=_init_worker, initargs=(progress_queue,))
+    try:
+        futures = {pool.submit(_worker, root, dump_dir, camera, s, frames[s], sdf_sample_seed,
+                               None if results_dir is None else _result_path(results_dir, s),
+                               key): s for s, key in todo}
+        current: Dict[int, tuple] = {}  # pid -> (scene, frame, started)
+        pending = set(futures)
+        while pending:
+            done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+            while True:
+                try:
+                    pid, s, f, t = progress_queue.get_nowait()
+                except queue_mod.Empty:
+                    break
+                if f is None:
+                    current.pop(pid, None)
+                else:
+                    if pid in current:
+                        bar.step()
+                    current[pid] = (s, f, t)
+            for fut in done:
+                s = futures[fut]
+                try:
+                    out[s] = fut.result()
+                except cf.process.BrokenProcessPool:
+                    where = [f'scene {c[0]} frame {c[1]}' for c in current.values()] or \
+                        [f'scene {s}']
+                    raise EvaluationError(f'an evaluation process died while on '
+                                          f'{", ".join(where)}') from None
+                bar.step()
+            now = time.monotonic()
+            for s, f, t in current.values():
+                if now - t > frame_timeout:
+                    raise EvaluationError(f'scene {s} frame {f}: no result after '
+                                          f'{frame_timeout:.0f} s (frame_timeout)')
+    finally:
+        for proc in list(getattr(pool, '_processes', {}).values()):
+            if proc.is_alive():
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        progress_queue.close()
+    return {s: out[s] for s in scenes}
+
+
+# summary ------------------------------------------------------------------------------------
+def summarize(accuracy: Dict[int, np.ndarray]) -> Dict[str, float]:
+    """AP, AP0.8, AP0.4 (percent) over all scenes and per split present; frame counts."""
+    def figures(arrays):
+        a = np.concatenate(arrays, axis=0)
+        return {'AP': 100.0 * float(a.mean()), 'AP0.8': 100.0 * float(a[:, :, 3].mean()),
+                'AP0.4': 100.0 * float(a[:, :, 1].mean()), 'frames': int(len(a))}
+    out: Dict[str, float] = {}
+    if not accuracy:
+        return out
+    for name, value in figures(list(accuracy.values())).items():
+        out[name] = value
+    for split, ids in SPLITS.items():
+        arrays = [accuracy[s] for s in sorted(accuracy) if s in ids]
+        if arrays:
+            for name, value in figures(arrays).items():
+                out[f'{split}/{name}'] = value
+    return out
+
+
+def write_json(path: str, payload: dict) -> None:
+    """JSON through a temporary name."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump(payload, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)

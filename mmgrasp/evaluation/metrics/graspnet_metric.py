@@ -1,0 +1,74 @@
+"""GraspNetMetric: GraspNet-1Billion AP (graspnetAPI's protocol) inside mmengine's test loop."""
+import os
+from typing import Dict, List, Optional, Sequence
+
+from mmengine.evaluator import BaseMetric
+from mmengine.logging import MMLogger
+
+from mmgrasp.registry import METRICS
+from ..graspnet_eval import EVALUATOR_VERSION, evaluate_dump, summarize, write_json
+from .grasp_dump import write_frame_dump
+
+
+@METRICS.register_module()
+class GraspNetMetric(BaseMetric):
+    """Dump each frame's grasps (as :class:`GraspDumpMetric`), then evaluate the dumped frames
+    with graspnetAPI's rules: AP, AP0.8 and AP0.4 in percent, over all frames and per split
+    (seen 100-129, similar 130-159, novel 160-189) present.
+
+    Per-scene results are kept in ``<dump_dir>/eval_<camera>/`` (a rerun resumes) and the
+    figures go to ``<dump_dir>/graspnet_<camera>.json``.
+
+    Args:
+        data_root: dataset root holding ``scenes/`` and ``models/``.
+        camera: 'realsense' or 'kinect'.
+        dump_dir: where the grasps are dumped and read back.
+        nproc: evaluation processes (scenes run in parallel).
+        frame_timeout: seconds one frame may take before the evaluation stops with an error.
+        settings: test-time settings reported with the figures (camera, collision threshold,
+            objectness filter ...); ``tools/test.py`` fills it from the config.
+        sdf_sample_seed: reproduce dexnet's random out-of-grid surface sample (see
+            :func:`mmgrasp.evaluation.graspnet_eval.scene_assets`).
+    """
+
+    default_prefix = 'graspnet'
+
+    def __init__(self, data_root: str, camera: str = 'realsense', dump_dir: str = 'work_dirs/dump',
+                 nproc: int = 1, frame_timeout: float = 600.0, progress: bool = True,
+                 settings: Optional[dict] = None, sdf_sample_seed: Optional[int] = None,
+                 collect_device: str = 'cpu', prefix: Optional[str] = None):
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        self.data_root = data_root
+        self.camera = camera
+        self.dump_dir = dump_dir
+        self.nproc = nproc
+        self.frame_timeout = frame_timeout
+        self.progress = progress
+        self.settings = dict(settings or {})
+        self.sdf_sample_seed = sdf_sample_seed
+
+    def process(self, data_batch, data_samples: Sequence[dict]) -> None:
+        for sample in data_samples:
+            if sample['camera'] != self.camera:
+                raise ValueError(f'GraspNetMetric(camera={self.camera!r}) got a frame of camera '
+                                 f'{sample["camera"]!r}: set the metric to the dataset camera')
+            write_frame_dump(self.dump_dir, sample)
+            self.results.append((int(sample['scene']), int(sample['frame'])))
+
+    def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
+        frames: Dict[int, List[int]] = {}
+        for scene, frame in sorted(set(results)):
+            frames.setdefault(scene, []).append(frame)
+        accuracy = evaluate_dump(self.data_root, self.dump_dir, self.camera, sorted(frames),
+                                 frames, nproc=self.nproc,
+                                 results_dir=os.path.join(self.dump_dir, f'eval_{self.camera}'),
+                                 frame_timeout=self.frame_timeout, progress=self.progress,
+                                 sdf_sample_seed=self.sdf_sample_seed)
+        figures = summarize(accuracy)
+        payload = dict(figures=figures, scenes=sorted(frames), camera=self.camera,
+                       evaluator=EVALUATOR_VERSION, settings=self.settings,
+                       dump_dir=os.path.abspath(self.dump_dir))
+        path = os.path.join(self.dump_dir, f'graspnet_{self.camera}.json')
+        write_json(path, payload)
+        MMLogger.get_current_instance().info(f'GraspNet evaluation written to {path}')
+        return {k: v for k, v in figures.items()}

@@ -1,0 +1,40 @@
+"""tools/analysis/eval_dump.py: the table, the JSON in percent, clear errors."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location(
+        'eval_dump', os.path.join(REPO, 'tools', 'analysis', 'eval_dump.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_eval_dump_prints_table_and_json(tmp_path, capsys):
+    root, dump = str(tmp_path / 'data'), str(tmp_path / 'dump')
+    centres = write_eval_dataset(root, scene=100, frames=2)
+    write_dump(dump, 100, 0, [top_down_grasp(0.9, centres[0])])
+    write_dump(dump, 100, 1, [])
+    out = str(tmp_path / 'ap.json')
+    tool = load_tool()
+    figures = tool.main([root, dump, '--camera', 'realsense', '--scenes', '100', '--json', out,
+                         '--no-progress'])
+    # frame 0: one good grasp -> precision@k = 1/k for k = 1..50 at every coefficient
+    expected = 100 * sum(1 / k for k in range(1, 51)) / 50 / 2
+    assert figures['AP'] == pytest.approx(expected)
+    printed = capsys.readouterr().out
+    assert '| seen | 2 | %.2f |' % expected in printed
+    assert '| camera | realsense |' in printed
+    with open(out) as f:
+        payload = json.load(f)
+    assert payload['figures']['seen/AP0.4'] == pytest.approx(expected)
+    with pytest.raises(SystemExit, match='scene 101'):
+        tool.main([root, dump, '--camera', 'realsense', '--split', 'seen', '--no-progress'])

@@ -1,0 +1,135 @@
+"""The dump evaluator end to end on a tiny sphere scene: figures, resume, failures named."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from mmgrasp.evaluation import graspnet_eval
+from mmgrasp.evaluation.graspnet_eval import (EvaluationError, evaluate_dump, read_annotation,
+                                              summarize)
+from mmgrasp.evaluation.metrics import GraspNetMetric
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
+
+
+@pytest.fixture
+def scene(tmp_path):
+    root = str(tmp_path / 'data')
+    centres = write_eval_dataset(root, scene=100, frames=2)
+    return root, str(tmp_path / 'dump'), centres
+
+
+def rows_for(centres):
+    return [top_down_grasp(0.9, centres[0]), top_down_grasp(0.8, centres[1]),
+            top_down_grasp(0.6, centres[0] + np.array([0, 0, -0.2]))]  # in the air: empty
+
+
+def test_annotation_pose(scene):
+    root, _, centres = scene
+    ann = read_annotation(os.path.join(root, 'scenes/scene_0100/realsense/annotations/0000.xml'))
+    assert [i for i, _ in ann] == [0, 1]
+    assert ann[1][1].dtype == np.float32
+    np.testing.assert_allclose(ann[1][1][:3, 3], centres[1], atol=1e-7)
+    bad = os.path.join(root, 'bad.xml')
+    with open(bad, 'w') as f:
+        f.write('<scene><obj><obj_id>0</obj_id></obj></scene>')
+    with pytest.raises(ValueError, match='bad.xml'):
+        read_annotation(bad)
+
+
+def test_figures_empty_frame_and_resume(scene, monkeypatch):
+    root, dump, centres = scene
+    write_dump(dump, 100, 0, rows_for(centres))
+    write_dump(dump, 100, 1, [])  # an empty frame scores zeros (graspnetAPI crashes here)
+    res = os.path.join(dump, 'res')
+    acc = evaluate_dump(root, dump, 'realsense', [100], results_dir=res, progress=False)[100]
+    assert acc.shape == (2, 50, 6)
+    # two force-closure grasps at mu 0.2, then the empty one
+    np.testing.assert_allclose(acc[0, :3, 0], [1, 1, 2 / 3])
+    np.testing.assert_allclose(acc[0, 49], 2 / 50)
+    assert not acc[1].any()
+    figures = summarize({100: acc})
+    assert figures['seen/AP'] == pytest.approx(100 * acc.mean())
+    assert figures['AP0.4'] == pytest.approx(100 * acc[:, :, 1].mean())
+    assert 'novel/AP' not in figures and figures['frames'] == 2
+
+    def boom(*a, **k):
+        raise AssertionError('evaluated again')
+    monkeypatch.setattr(graspnet_eval, 'evaluate_scene', boom)
+    again = evaluate_dump(root, dump, 'realsense', [100], results_dir=res, progress=False)[100]
+    np.testing.assert_array_equal(again, acc)
+    # a changed dump is evaluated again
+    write_dump(dump, 100, 1, rows_for(centres)[:1])
+    os.utime(os.path.join(dump, 'scene_0100/realsense/0001.npy'), ns=(1, 1))
+    with pytest.raises(AssertionError, match='evaluated again'):
+        evaluate_dump(root, dump, 'realsense', [100], results_dir=res, progress=False)
+
+
+def test_failures_name_scene_and_frame(scene, tmp_path):
+    root, dump, centres = scene
+    write_eval_dataset(root, scene=101, frames=2)
+    for s in (100, 101):
+        write_dump(dump, s, 0, rows_for(centres))
+    # frame 1 of scene 101: a rotation that is not orthonormal
+    bad = np.array(rows_for(centres), np.float32)
+    bad[0, 4:13] *= 1.01
+    write_dump(dump, 100, 1, rows_for(centres))
+    write_dump(dump, 101, 1, bad)
+    for nproc in (1, 2):
+        with pytest.raises(EvaluationError, match=r'scene 101 frame 1: .*not orthonormal'):
+            evaluate_dump(root, dump, 'realsense', [100, 101], nproc=nproc, progress=False)
+    os.remove(os.path.join(dump, 'scene_0101/realsense/0001.npy'))
+    with pytest.raises(EvaluationError, match=r'scene 101 frame 1: .*no dump'):
+        evaluate_dump(root, dump, 'realsense', [101], progress=False)
+
+
+def test_worker_time_limit(scene, monkeypatch):
+    root, dump, centres = scene
+    write_eval_dataset(root, scene=101, frames=2)
+    for s in (100, 101):
+        for f in (0, 1):
+            write_dump(dump, s, f, rows_for(centres))
+    real = graspnet_eval.evaluate_frame
+
+    def slow(*args, **kwargs):
+        import time
+        time.sleep(30)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(graspnet_eval, 'evaluate_frame', slow)  # forked workers inherit it
+    with pytest.raises(EvaluationError, match=r'scene 10[01] frame 0: no result after 1 s'):
+        evaluate_dump(root, dump, 'realsense', [100, 101], nproc=2, frame_timeout=1.0,
+                      progress=False)
+
+
+def test_parallel_equals_serial(scene):
+    root, dump, centres = scene
+    write_eval_dataset(root, scene=130, frames=2)
+    for s in (100, 130):
+        write_dump(dump, s, 0, rows_for(centres))
+        write_dump(dump, s, 1, rows_for(centres)[1:])
+    serial = evaluate_dump(root, dump, 'realsense', [100, 130], progress=False)
+    parallel = evaluate_dump(root, dump, 'realsense', [100, 130], nproc=2, progress=True)
+    for s in (100, 130):
+        np.testing.assert_array_equal(serial[s], parallel[s])
+    figures = summarize(serial)
+    assert {'seen/AP', 'similar/AP'} <= set(figures)
+
+
+def test_metric_dumps_and_evaluates(scene):
+    root, dump, centres = scene
+    metric = GraspNetMetric(data_root=root, camera='realsense', dump_dir=dump, progress=False,
+                            settings=dict(collision_thresh=0.01))
+    samples = [dict(scene=100, frame=f, camera='realsense',
+                    pred_grasps=torch.tensor(np.array(rows_for(centres)), dtype=torch.float32))
+               for f in (0, 1)]
+    metric.process({}, samples)
+    figures = metric.evaluate(1)
+    assert figures['graspnet/seen/AP'] > 0
+    with open(os.path.join(dump, 'graspnet_realsense.json')) as f:
+        payload = json.load(f)
+    assert payload['figures']['AP'] == pytest.approx(figures['graspnet/AP'])
+    assert payload['settings'] == dict(collision_thresh=0.01)
+    assert os.path.isfile(os.path.join(dump, 'scene_0100/realsense/0001.npy'))
+    with pytest.raises(ValueError, match='camera'):
+        metric.process({}, [dict(samples[0], camera='kinect')])
