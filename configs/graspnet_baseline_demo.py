@@ -6,7 +6,9 @@ _base_ = ['./graspnet_baseline_deferred.py']
 
 data_root = 'data/synthetic'
 train_dataloader = dict(num_workers=2, dataset=dict(data_root=data_root))
-test_dataloader = dict(dataset=dict(data_root=data_root, split='train'))
+# The synthetic test scenes (100 seen, 130 similar, 160 novel), evaluated as GraspNet-1Billion.
+test_dataloader = dict(dataset=dict(data_root=data_root, split='test'))
+test_evaluator = dict(data_root=data_root)
 model = dict(
     backbone=dict(npoints=(512, 256, 128, 64), nsamples=(32, 16, 16, 16), scale=0.25),
     crop=dict(nsample=32, channels=(16, 32, 64)),

@@ -23,6 +23,11 @@ model = dict(
     crop=dict(channels=(64, 64)))
 train_cfg = dict(max_epochs=6)
 default_hooks = dict(logger=dict(interval=4))
-test_dataloader = dict(dataset=dict(data_root=data_root, split='train',
-                                    pipeline=[dict(type='LoadGraspScene', num_points=4000),
-                                              dict(type='PackGraspInputs', keys=('points', ))]))
+# The synthetic test scenes (100 seen, 130 similar, 160 novel), evaluated as GraspNet-1Billion.
+test_dataloader = dict(dataset=dict(
+    data_root=data_root, split='test',
+    pipeline=[dict(type='LoadGraspScene', num_points=4000, with_masked_cloud=True),
+              dict(type='PackGraspInputs', keys=('points', ),
+                   meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch',
+                              'masked_cloud'))]))
+test_evaluator = dict(data_root=data_root)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job: write the synthetic dataset (once; real GraspNet-1Billion layout and
-# 300x12x4 label grid), GSNet's graspness labels (once), then train configs/gsnet_demo.py.
+# 300x12x4 label grid, training scenes 0-3 and test scenes 100, 130, 160), GSNet's graspness
+# labels (once), train configs/gsnet_demo.py, then evaluate the last checkpoint on the test
+# scenes with tools/test.py (GraspNet-1Billion AP table).
 # The label store is built on first use under $MMGRASP_CACHE (default ~/.cache/mmgrasp).
 #   MMGRASP_DEMO_DATA      dataset folder        (default data/synthetic)
 #   MMGRASP_DEMO_WORK_DIR  logs and checkpoints  (default work_dirs/gsnet_demo)
@@ -16,3 +18,6 @@ fi
 python tools/data/generate_graspness.py "$data"
 python tools/train.py configs/gsnet_demo.py --work-dir "$work_dir" \
     --cfg-options train_dataloader.dataset.data_root="$data" "$@"
+python tools/test.py configs/gsnet_demo.py "$(cat "$work_dir/last_checkpoint")" \
+    --work-dir "$work_dir/test" --dump "$work_dir/dump" \
+    --cfg-options test_dataloader.dataset.data_root="$data" test_evaluator.data_root="$data"

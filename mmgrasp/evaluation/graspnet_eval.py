@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
+from plyfile import PlyData, PlyParseError
 
 from .functional import (SignedDistanceField, evaluate_frame, quaternion_to_graspnet_pose,
                          read_dexnet_sdf, table_points, transform_points, voxel_downsample)
@@ -58,13 +59,53 @@ def read_annotation(path: str) -> List[tuple]:
     return out
 
 
+def _ascii_vertices(path: str) -> Optional[np.ndarray]:
+    """Fast path for ASCII PLYs whose first element is the vertices with scalar properties
+    (plyfile parses ASCII row by row); None when the file is anything else."""
+    with open(path, 'rb') as f:
+        if f.readline().strip() != b'ply' or f.readline().split()[:2] != [b'format', b'ascii']:
+            return None
+        count, props, types, element = None, [], [], None
+        for raw in f:
+            words = raw.split()
+            if not words or words[0] in (b'comment', b'obj_info'):
+                continue
+            if words[0] == b'end_header':
+                break
+            if words[0] == b'element':
+                element = words[1]
+                if count is None and element != b'vertex':
+                    return None
+                if element == b'vertex':
+                    count = int(words[2])
+            elif words[0] == b'property' and element == b'vertex':
+                if words[1] == b'list':
+                    return None
+                props.append(words[-1].decode())
+                types.append(words[1])
+        if count is None or not {'x', 'y', 'z'} <= set(props):
+            return None
+        rows = [f.readline() for _ in range(count)]
+    values = np.array(b' '.join(rows).split(), dtype=np.float64)
+    if len(values) != count * len(props):
+        return None
+    xyz = values.reshape(count, len(props))[:, [props.index(a) for a in 'xyz']]
+    if types[props.index('x')] in (b'float', b'float32'):
+        xyz = xyz.astype(np.float32).astype(np.float64)
+    return xyz
+
+
 def read_ply_points(path: str) -> np.ndarray:
-    """(N, 3) float64 vertex positions of a PLY file (faces, if any, are ignored)."""
-    from plyfile import PlyData
+    """(N, 3) float64 vertex positions of a PLY file (faces, if any, are ignored).
+
+    ASCII ``float`` values pass through float32, as every PLY reader stores them."""
     try:
+        fast = _ascii_vertices(path)
+        if fast is not None:
+            return fast
         vertex = PlyData.read(path)['vertex']
         return np.stack([np.asarray(vertex[a], dtype=np.float64) for a in 'xyz'], axis=1)
-    except (KeyError, ValueError, OSError) as err:
+    except (KeyError, ValueError, OSError, IndexError, PlyParseError) as err:
         raise ValueError(f'{path}: cannot read PLY vertices ({err})') from None
 
 

@@ -62,3 +62,23 @@ def test_build_label_store_not_a_dataset_is_a_message(tmp_path):
     assert result.returncode != 0
     assert os.path.join(str(empty), 'scenes') in result.stderr
     assert 'Traceback' not in result.stderr
+
+
+def test_test_tool_settings_name_the_filters():
+    import importlib.util
+
+    from mmengine.config import Config
+    spec = importlib.util.spec_from_file_location('test_tool', os.path.join(REPO, 'tools',
+                                                                            'test.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    bl = tool.test_settings(Config.fromfile(os.path.join(REPO, 'configs',
+                                                         'graspnet_baseline_demo.py')))
+    assert bl['objectness filter'] == 'on' and bl['camera'] == 'realsense'
+    assert bl['collision threshold'].startswith('0.01 (voxel 0.01 m, approach 0.05 m')
+    gs = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
+    gs.model.test_cfg.collision_thresh = 0
+    settings = tool.test_settings(gs)
+    assert settings['collision threshold'] == 'off'
+    assert settings['objectness filter'] == 'n/a (all seeds, GSNet)'
+    assert settings['evaluator'].startswith('mmgrasp-graspnet-1')

@@ -11,6 +11,7 @@ import os
 from typing import Optional
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 # dexnet's Sdf3D corner order for trilinear interpolation: corner i's offset (dx, dy, dz)
 _CORNERS = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1],
@@ -52,6 +53,7 @@ class SignedDistanceField:
             raise ValueError('SDF has no cell within resolution*sqrt(2)/2 of its zero set')
         self.surface_sample = self.surface_cells if surface_sample is None else \
             np.asarray(surface_sample, dtype=np.int64)
+        self._sample_tree = cKDTree(self.surface_sample.astype(np.float64))
         self._inv_res = 1.0 / self.resolution
         self._grid_shift = -self._inv_res * self.origin
 
@@ -100,15 +102,10 @@ class SignedDistanceField:
         return sd
 
     def _outside(self, c: np.ndarray) -> np.ndarray:
-        sample = self.surface_sample
-        out = np.empty(len(c))
-        for start in range(0, len(c), 256):
-            part = c[start:start + 256]
-            d = np.linalg.norm(sample[None, :, :] - part[:, None, :], axis=-1)
-            nearest = sample[np.argmin(d, axis=1)]
-            gap = np.linalg.norm(self.to_object(nearest) - self.to_object(part), axis=1)
-            out[start:start + 256] = gap + self.data[nearest[:, 0], nearest[:, 1], nearest[:, 2]]
-        return out
+        _, index = self._sample_tree.query(c)
+        nearest = self.surface_sample[index]
+        gap = np.linalg.norm(self.to_object(nearest) - self.to_object(c), axis=1)
+        return gap + self.data[nearest[:, 0], nearest[:, 1], nearest[:, 2]]
 
     def on_surface(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mask, values): |sdf| < resolution*sqrt(2)/2 at grid coordinates (..., 3)."""
@@ -149,14 +146,15 @@ def read_dexnet_sdf(path: str | os.PathLike,
                     surface_sample: Optional[np.ndarray] = None) -> SignedDistanceField:
     """Read a dexnet ``.sdf`` text file (see the module docstring)."""
     with open(path) as f:
-        lines = f.read().split('\n')
+        header = [f.readline() for _ in range(3)]
+        body = f.read()
     try:
-        dims = [int(v) for v in lines[0].split()]
-        origin = [float(v) for v in lines[1].split()]
-        resolution = float(lines[2])
+        dims = [int(v) for v in header[0].split()]
+        origin = [float(v) for v in header[1].split()]
+        resolution = float(header[2])
         if len(dims) != 3 or len(origin) != 3:
             raise ValueError('header must be "nx ny nz" / "ox oy oz" / resolution')
-        values = np.array(' '.join(lines[3:]).split(), dtype=np.float64)
+        values = np.array(body.split(), dtype=np.float64)
     except ValueError as err:
         raise ValueError(f'{path}: not a dexnet SDF file ({err})') from None
     n = dims[0] * dims[1] * dims[2]
