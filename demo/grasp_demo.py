@@ -13,7 +13,6 @@ writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config (e.g
 collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
-import os
 import sys
 
 import cv2

@@ -28,7 +28,8 @@ def read_depth(depth: DepthInput) -> np.ndarray:
     else:
         image, where = depth, 'depth'
     if not isinstance(image, np.ndarray):
-        raise TypeError(f'{where}: expected a numpy array or a PNG path, got {type(image).__name__}')
+        raise TypeError(f'{where}: expected a numpy array or a PNG path, '
+                        f'got {type(image).__name__}')
     if image.dtype != np.uint16:
         raise TypeError(f'{where}: depth must be uint16 (raw sensor units, metres × '
                         f'factor_depth), got {image.dtype}')

@@ -73,7 +73,7 @@ def _copy(tensor: torch.Tensor) -> torch.Tensor:
 Rule = Tuple[str, Callable[[re.Match], str], Callable[[torch.Tensor], torch.Tensor]]
 
 
-def _mlp(prefix: str) -> Callable[[re.Match], str]:
+def _mlp(prefix: Callable[[re.Match], str]) -> Callable[[re.Match], str]:
     """SharedMLP ``layerN.conv`` / ``layerN.bn.bn`` -> nn.Sequential index 3N / 3N + 1."""
     def name(m: re.Match) -> str:
         layer, part, tail = int(m['layer']), m['part'], m['tail']
@@ -105,7 +105,7 @@ RULES: Dict[str, List[Rule]] = {
     'graspnet_baseline': [
         (r'view_estimator\.backbone\.sa(?P<i>[1-4])\.mlp_module\.' + _LAYER,
          _mlp(lambda m: f'backbone.sa.{int(m["i"]) - 1}.mlp'), _copy),
-        (r'view_estimator\.backbone\.fp(?P<i>[12])\.mlp\.layer(?P<layer>\d+)\.conv\.(?P<tail>weight)',
+        (r'view_estimator\.backbone\.fp(?P<i>[12])\.mlp\.layer(?P<layer>\d+)\.conv\.weight',
          lambda m: f'backbone.fp.{int(m["i"]) - 1}.mlp.{3 * int(m["layer"])}.weight',
          conv2d_to_conv1d),
         (r'view_estimator\.backbone\.fp(?P<i>[12])\.mlp\.layer(?P<layer>\d+)\.(?P<part>bn\.bn)'

@@ -1,6 +1,4 @@
 """A depth image from a camera (not a dataset frame) as a sampled point cloud."""
-from typing import Optional
-
 import numpy as np
 from mmcv.transforms import BaseTransform
 

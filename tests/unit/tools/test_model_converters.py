@@ -33,7 +33,8 @@ converter = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(converter)
 register_all_modules(False)
 
-# Small models of each method for the round trip (same module structure, fewer channels).
+# Small models of each method for the round trip (same module structure, fewer channels;
+# no collision filter: the network's own rows are compared).
 SMALL = {
     'gsnet': dict(type='GSNet', num_seeds=32, num_views=5, num_angles=3, num_depths=3,
                   backbone=dict(type='SparseUNet14', channels=(8, 8, 16, 16, 16, 8, 8, 8),
@@ -44,11 +45,11 @@ SMALL = {
                               backbone=dict(npoints=(128, 64, 32, 16), nsamples=(16, 8, 8, 8),
                                             scale=0.125),
                               crop=dict(nsample=8, channels=(8, 8, 16), hmax=(0.01, 0.02, 0.03)),
-                              assigner=dict(num_views=5)),
+                              assigner=dict(num_views=5), test_cfg=dict(collision_thresh=0.0)),
     'scale_balanced': dict(num_views=5, num_angles=3, num_depths=3,
                            backbone=dict(npoints=(128, 64), nsamples=(16, 8), scale=0.125),
                            crop=dict(nsample=8, channels=(8, 16, 32), hmax=(0.01, 0.02, 0.03)),
-                           assigner=dict(num_views=5)),
+                           assigner=dict(num_views=5), test_cfg=dict(collision_thresh=0.0)),
 }
 
 
