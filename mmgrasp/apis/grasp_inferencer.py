@@ -1,0 +1,151 @@
+"""GraspInferencer: a trained detector on depth images, as mmdet's DetInferencer is on images."""
+import copy
+import warnings
+from typing import List, Optional, Sequence, Union
+
+import cv2
+import numpy as np
+import torch
+from mmengine.config import Config
+from mmengine.dataset import pseudo_collate
+from mmengine.runner import load_checkpoint
+
+from mmgrasp.evaluation.functional import grasp_nms
+from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
+from mmgrasp.utils import register_all_modules
+from mmgrasp.utils.random import sample_rng
+
+DepthInput = Union[np.ndarray, str]
+
+
+def read_depth(depth: DepthInput) -> np.ndarray:
+    """A (H, W) uint16 depth image, given as the array or the path of a 16-bit PNG."""
+    if isinstance(depth, str):
+        image = cv2.imread(depth, cv2.IMREAD_UNCHANGED)
+        if image is None:
+            raise FileNotFoundError(f'{depth}: cannot read the depth image')
+        where = depth
+    else:
+        image, where = depth, 'depth'
+    if not isinstance(image, np.ndarray):
+        raise TypeError(f'{where}: expected a numpy array or a PNG path, '
+                        f'got {type(image).__name__}')
+    if image.dtype != np.uint16:
+        raise TypeError(f'{where}: depth must be uint16 (raw sensor units, metres × '
+                        f'factor_depth), got {image.dtype}')
+    if image.ndim != 2 or min(image.shape) == 0:
+        raise ValueError(f'{where}: depth must be (H, W), got shape {image.shape}')
+    return image
+
+
+def check_intrinsics(intrinsics) -> np.ndarray:
+    """(3, 3) float64 camera matrix [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] with fx, fy > 0."""
+    k = np.asarray(intrinsics, dtype=np.float64)
+    if k.shape != (3, 3):
+        raise ValueError(f'intrinsics must be a (3, 3) camera matrix, got shape {k.shape}')
+    if not np.isfinite(k).all() or k[0, 0] <= 0 or k[1, 1] <= 0 or \
+            not np.allclose(k[2], (0, 0, 1)):
+        raise ValueError(f'intrinsics must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] with finite '
+                         f'fx, fy > 0, got {k.tolist()}')
+    return k
+
+
+class GraspInferencer:
+    """Predict grasps on depth images with a config and a checkpoint.
+
+    The model is built in test mode from ``config.model`` (its ``test_cfg``: the collision
+    filter against the whole masked cloud, as tools/test.py runs it). The pipeline is the
+    config's ``test_dataloader`` pipeline with :class:`LoadGraspScene` replaced by
+    :class:`LoadDepthImage` (same number of points, same draws). Frame ``k`` of a call draws
+    its points from ``sample_rng(seed, 0, k)``, as the test dataset's sample ``k`` would, so a
+    dataset frame given with its workspace mask reproduces what tools/test.py dumps for it.
+
+    Args:
+        config: config path or :class:`Config`.
+        checkpoint: weights; None keeps the initial weights (with a warning).
+        device: where the model runs.
+        nms: apply GraspNet's grasp NMS (0.03 m, 30°; as the evaluation does) and sort by score.
+        batch_size: frames per forward pass.
+        seed: seed of the point sampling (default: the test dataset's).
+    """
+
+    def __init__(self, config: Union[str, Config], checkpoint: Optional[str] = None,
+                 device: Union[str, torch.device] = 'cpu', nms: bool = True,
+                 batch_size: int = 1, seed: Optional[int] = None) -> None:
+        register_all_modules(False)
+        cfg = Config.fromfile(config) if isinstance(config, str) else copy.deepcopy(config)
+        if batch_size < 1:
+            raise ValueError(f'batch_size must be positive, got {batch_size}')
+        self.cfg, self.nms, self.batch_size = cfg, nms, batch_size
+        self.model = build_in_scope(MODELS, cfg.model)
+        if checkpoint is None:
+            warnings.warn('GraspInferencer: no checkpoint, the predictions come from initial '
+                          'weights')
+        else:
+            load_checkpoint(self.model, checkpoint, map_location='cpu', strict=True)
+        self.model.to(device).eval()
+        dataset = cfg.test_dataloader.dataset
+        self.seed = dataset.get('seed', 0) if seed is None else seed
+        self.pipeline = self._pipeline(dataset.pipeline)
+
+    @staticmethod
+    def _pipeline(steps: Sequence[dict]) -> List:
+        steps = [dict(s) for s in steps]
+        if not steps or steps[0].get('type') != 'LoadGraspScene':
+            raise ValueError('GraspInferencer: the test pipeline must start with LoadGraspScene '
+                             f'(replaced by LoadDepthImage), got {steps[:1]}')
+        load = steps[0]
+        steps[0] = dict(type='LoadDepthImage', num_points=load.get('num_points', 15000),
+                        with_masked_cloud=load.get('with_masked_cloud', False))
+        return [build_in_scope(TRANSFORMS, s) for s in steps]
+
+    def _sample(self, index: int, depth: np.ndarray, intrinsics: np.ndarray,
+                factor_depth: float, mask: Optional[np.ndarray]) -> dict:
+        results = dict(depth=depth, intrinsics=intrinsics, factor_depth=float(factor_depth),
+                       workspace_mask=mask, rng=sample_rng(self.seed, 0, index),
+                       sample_idx=index, epoch=0)
+        for transform in self.pipeline:
+            results = transform(results)
+        return results
+
+    def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
+                 factor_depth: float = 1000.0, mask=None
+                 ) -> Union[np.ndarray, List[np.ndarray]]:
+        """Grasps of one depth image, (N, 17) float32 GraspGroup rows (score, width, height,
+        depth, rotation 3×3, translation, object id −1), best first when ``nms``; or a list of
+        those for a list of images (``intrinsics`` and ``mask`` then one for all, or a list).
+
+        ``mask``: (H, W) bool workspace; None keeps every pixel with a depth reading.
+        """
+        single = not isinstance(depth, (list, tuple))
+        depths = [read_depth(d) for d in ([depth] if single else depth)]
+        if factor_depth is None or not np.isfinite(factor_depth) or factor_depth <= 0:
+            raise ValueError(f'factor_depth must be a positive number, got {factor_depth}')
+
+        def per_frame(value, name):
+            if isinstance(value, (list, tuple)) and not (name == 'intrinsics' and
+                                                        np.asarray(value).shape == (3, 3)):
+                if single or len(value) != len(depths):
+                    raise ValueError(f'{len(value)} {name} for {len(depths)} depth images')
+                return list(value)
+            return [value] * len(depths)
+
+        ks = [check_intrinsics(k) for k in per_frame(intrinsics, 'intrinsics')]
+        masks = per_frame(mask, 'masks')
+        for i, (d, m) in enumerate(zip(depths, masks)):
+            if m is not None:
+                m = np.asarray(m)
+                if m.dtype != bool or m.shape != d.shape:
+                    raise ValueError(f'mask {i}: expected bool {d.shape}, got {m.dtype} {m.shape}')
+                masks[i] = m
+        grasps = []
+        for start in range(0, len(depths), self.batch_size):
+            chunk = range(start, min(start + self.batch_size, len(depths)))
+            data = pseudo_collate([self._sample(i, depths[i], ks[i], factor_depth, masks[i])
+                                   for i in chunk])
+            with torch.no_grad():
+                samples = self.model.test_step(data)
+            for sample in samples:
+                rows = sample.pred_grasps.detach().cpu().numpy().astype(np.float32)
+                grasps.append(grasp_nms(rows).astype(np.float32) if self.nms else rows)
+        return grasps[0] if single else grasps

@@ -1,0 +1,289 @@
+#!/usr/bin/env python
+"""Convert a checkpoint of a reference implementation into an mmgrasp checkpoint.
+
+    python tools/model_converters/reference_to_mmgrasp.py {graspnet_baseline,gsnet,scale_balanced} \
+        SRC DST [--config CONFIG]
+
+SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
+GSNet, Scale-Balanced-Grasp): a ``torch.save`` dict whose ``model_state_dict`` holds the weights.
+DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
+strict=True)`` accepts for the model of CONFIG (default: the method's shipped
+``configs/<method>_deferred.py``).
+
+What changes besides the names:
+
+- graspnet-baseline's and SBG's feature-propagation MLPs are ``Conv2d`` (weights end in 1, 1);
+  mmgrasp's are ``Conv1d``: the last dimension is dropped.
+- MinkowskiEngine (GSNet) stores a kernel as (k³, C_in, C_out) with offset i of the k×k×k
+  kernel at x = i % k, y = (i // k) % k, z = i // k² (x fastest, ME ``kernel_region.hpp``);
+  mmgrasp's ``kernel_offsets`` runs z fastest, so every kernel larger than 1 is permuted. A
+  1×1×1 kernel is stored (C_in, C_out) and a bias (1, C).
+
+Anything else is refused, naming the keys: a key no rule knows, a tensor whose shape does not
+convert to the model's, a model tensor nothing provides.
+"""
+import argparse
+import os
+import re
+import sys
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+METHODS = ('graspnet_baseline', 'gsnet', 'scale_balanced')
+
+
+class ConversionError(ValueError):
+    """The source is not a checkpoint of the method's reference layout."""
+
+
+def conv2d_to_conv1d(weight: torch.Tensor) -> torch.Tensor:
+    """(C_out, C_in, 1, 1) -> (C_out, C_in, 1)."""
+    if weight.dim() != 4 or weight.shape[-1] != 1:
+        raise ValueError(f'expected a Conv2d weight (C_out, C_in, k, 1), got {tuple(weight.shape)}')
+    return weight[..., 0]
+
+
+def me_kernel_to_mmgrasp(kernel: torch.Tensor) -> torch.Tensor:
+    """MinkowskiEngine kernel -> mmgrasp sparse conv weight (k³, C_in, C_out), z fastest."""
+    if kernel.dim() == 2:  # 1×1×1, stride 1
+        return kernel[None]
+    if kernel.dim() != 3:
+        raise ValueError(f'expected (k³, C_in, C_out) or (C_in, C_out), got {tuple(kernel.shape)}')
+    volume, c_in, c_out = kernel.shape
+    k = round(volume ** (1 / 3))
+    if k ** 3 != volume:
+        raise ValueError(f'kernel volume {volume} is not a cube')
+    # ME's index is x + k·y + k²·z: as (z, y, x) axes; mmgrasp's is z + k·y + k²·x.
+    return kernel.reshape(k, k, k, c_in, c_out).permute(2, 1, 0, 3, 4).reshape(volume, c_in, c_out)
+
+
+def me_bias_to_mmgrasp(bias: torch.Tensor) -> torch.Tensor:
+    """(1, C) -> (C,)."""
+    if bias.dim() != 2 or bias.shape[0] != 1:
+        raise ValueError(f'expected a (1, C) bias, got {tuple(bias.shape)}')
+    return bias[0]
+
+
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+Rule = Tuple[str, Callable[[re.Match], str], Callable[[torch.Tensor], torch.Tensor]]
+
+
+def _mlp(prefix: Callable[[re.Match], str]) -> Callable[[re.Match], str]:
+    """SharedMLP ``layerN.conv`` / ``layerN.bn.bn`` -> nn.Sequential index 3N / 3N + 1."""
+    def name(m: re.Match) -> str:
+        layer, part, tail = int(m['layer']), m['part'], m['tail']
+        return f'{prefix(m)}.{3 * layer + (0 if part == "conv" else 1)}.{tail}'
+    return name
+
+
+def _head(prefix: str) -> Callable[[re.Match], str]:
+    """``convN`` / ``bnN`` of a conv-bn-relu head -> nn.Sequential index 3(N-1) / 3(N-1) + 1."""
+    def name(m: re.Match) -> str:
+        n = int(m['n'])
+        return f'{prefix.format(**m.groupdict())}.{3 * (n - 1) + (m["kind"] == "bn")}.{m["tail"]}'
+    return name
+
+
+_LAYER = r'layer(?P<layer>\d+)\.(?P<part>conv|bn\.bn)\.(?P<tail>\w+)'
+_HEAD_CONVS = (r'(?P<kind>conv|bn)(?P<n>[123])\.(?P<tail>\w+)')
+
+
+def _pointnet_heads(grasp_prefix: str) -> List[Rule]:
+    return [
+        (r'view_estimator\.vpmodule\.' + _HEAD_CONVS, _head('approach.layers'), _copy),
+        (grasp_prefix + r'(?P<net>operation|tolerance)\.' + _HEAD_CONVS,
+         _head('{net}.layers'), _copy),
+    ]
+
+
+RULES: Dict[str, List[Rule]] = {
+    'graspnet_baseline': [
+        (r'view_estimator\.backbone\.sa(?P<i>[1-4])\.mlp_module\.' + _LAYER,
+         _mlp(lambda m: f'backbone.sa.{int(m["i"]) - 1}.mlp'), _copy),
+        (r'view_estimator\.backbone\.fp(?P<i>[12])\.mlp\.layer(?P<layer>\d+)\.conv\.weight',
+         lambda m: f'backbone.fp.{int(m["i"]) - 1}.mlp.{3 * int(m["layer"])}.weight',
+         conv2d_to_conv1d),
+        (r'view_estimator\.backbone\.fp(?P<i>[12])\.mlp\.layer(?P<layer>\d+)\.(?P<part>bn\.bn)'
+         r'\.(?P<tail>\w+)', _mlp(lambda m: f'backbone.fp.{int(m["i"]) - 1}.mlp'), _copy),
+        (r'grasp_generator\.crop\.mlps\.' + _LAYER, _mlp(lambda m: 'crop.mlp'), _copy),
+    ] + _pointnet_heads(r'grasp_generator\.'),
+    'scale_balanced': [
+        (r'view_estimator\.backbone\.sa(?P<i>[12])\.mlp_module\.' + _LAYER,
+         _mlp(lambda m: f'backbone.sa{m["i"]}.mlp'), _copy),
+        (r'view_estimator\.backbone\.(?P<rest>transformer[12]\.(fc1|fc2|fc_delta\.[02]|'
+         r'fc_gamma\.[02])\.(weight|bias)|transformer[12]\.w_[qkv]s\.weight)',
+         lambda m: f'backbone.{m["rest"]}', _copy),
+        (r'grasp_generator\.crop(?P<i>[1-4])\.mlps\.' + _LAYER,
+         _mlp(lambda m: f'crop.crops.{int(m["i"]) - 1}.mlp'), _copy),
+        (r'grasp_generator\.fuse_multi_scale\.(?P<tail>weight|bias)',
+         lambda m: f'crop.fuse.{m["tail"]}', _copy),
+        (r'grasp_generator\.gate_fusion\.0\.(?P<tail>weight|bias)',
+         lambda m: f'crop.gate.0.{m["tail"]}', _copy),
+    ] + _pointnet_heads(r'grasp_generator\.'),
+}
+
+# GSNet: MinkUNet14D module names -> SparseUNet14's.
+_GSNET_MODULES = {'conv0p1s1': 'stem.0', 'bn0': 'stem.1', 'final': 'head'}
+for _i, (_conv, _block) in enumerate(zip(('conv1p1s2', 'conv2p2s2', 'conv3p4s2', 'conv4p8s2'),
+                                         ('block1', 'block2', 'block3', 'block4'))):
+    _GSNET_MODULES.update({_conv: f'down.{_i}.0', f'bn{_i + 1}': f'down.{_i}.1',
+                           _block: f'down.{_i}.3'})
+for _i, (_conv, _block) in enumerate(zip(('convtr4p16s2', 'convtr5p8s2', 'convtr6p4s2',
+                                          'convtr7p2s2'),
+                                         ('block5', 'block6', 'block7', 'block8'))):
+    _GSNET_MODULES.update({_conv: f'up_convs.{_i}', f'bntr{_i + 4}': f'up_norms.{_i}.0',
+                           _block: f'up_blocks.{_i}'})
+_GSNET_NAME = '|'.join(sorted(_GSNET_MODULES, key=len, reverse=True))
+_BN_TAIL = r'(?P<tail>weight|bias|running_mean|running_var|num_batches_tracked)'
+
+
+def _gsnet_module(m: re.Match) -> str:
+    return f'backbone.{_GSNET_MODULES[m["module"]]}{m["inner"] or ""}'
+
+
+RULES['gsnet'] = [
+    (rf'backbone\.(?P<module>{_GSNET_NAME})(?P<inner>\.0\.(conv[12]|downsample\.0))?\.kernel',
+     lambda m: _gsnet_module(m) + '.weight', me_kernel_to_mmgrasp),
+    (rf'backbone\.(?P<module>final)(?P<inner>)\.bias', lambda m: 'backbone.head.bias',
+     me_bias_to_mmgrasp),
+    (rf'backbone\.(?P<module>{_GSNET_NAME})(?P<inner>\.0\.(norm[12]|downsample\.1))?\.bn\.'
+     + _BN_TAIL, lambda m: f'{_gsnet_module(m)}.{m["tail"]}', _copy),
+    (r'graspable\.conv_graspable\.(?P<tail>weight|bias)',
+     lambda m: f'graspable_head.conv.{m["tail"]}', _copy),
+    (r'rotation\.(?P<conv>conv[12])\.(?P<tail>weight|bias)',
+     lambda m: f'approach_head.{m["conv"]}.{m["tail"]}', _copy),
+    (r'crop\.mlps\.' + _LAYER, _mlp(lambda m: 'crop.mlp'), _copy),
+    (r'swad\.(?P<conv>conv1|conv_swad)\.(?P<tail>weight|bias)',
+     lambda m: f'swad_head.{"conv1" if m["conv"] == "conv1" else "conv2"}.{m["tail"]}', _copy),
+]
+
+
+def _rename(method: str, key: str):
+    for pattern, name, transform in RULES[method]:
+        match = re.fullmatch(pattern, key)
+        if match:
+            return name(match), transform
+    return None, None
+
+
+def _listed(keys: List[str], limit: int = 8) -> str:
+    shown = ', '.join(keys[:limit])
+    return shown + (f' and {len(keys) - limit} more' if len(keys) > limit else '')
+
+
+def convert_state_dict(method: str, reference: Dict[str, torch.Tensor],
+                       target: Dict[str, torch.Size]) -> Dict[str, torch.Tensor]:
+    """Reference ``model_state_dict`` -> mmgrasp state dict with exactly ``target``'s keys and
+    shapes (``target``: the mmgrasp model's ``{key: shape}``); raises :class:`ConversionError`
+    naming every unknown key, wrong shape and missing key."""
+    if method not in RULES:
+        raise ConversionError(f'unknown method {method!r}; one of {", ".join(METHODS)}')
+    converted, unknown, wrong, sources = {}, [], [], {}
+    for key, tensor in reference.items():
+        name, transform = _rename(method, key)
+        if name is None:
+            unknown.append(key)
+            continue
+        try:
+            value = transform(tensor)
+        except ValueError as err:
+            wrong.append(f'{key} {tuple(tensor.shape)}: {err}')
+            continue
+        if name not in target:
+            unknown.append(f'{key} (-> {name}, not in the model)')
+        elif tuple(value.shape) != tuple(target[name]):
+            wrong.append(f'{key} {tuple(tensor.shape)} -> {name} {tuple(value.shape)}, '
+                         f'the model has {tuple(target[name])}')
+        else:
+            converted[name] = value.contiguous()
+            sources[name] = key
+    missing = [k for k in target if k not in converted]
+    if unknown or wrong or missing:
+        lines = [f'not a {method} checkpoint of the reference layout:']
+        if unknown:
+            others = [m for m in RULES if m != method and
+                      all(_rename(m, k)[0] is not None for k in reference)]
+            hint = f' (the keys are those of {others[0]}: wrong method?)' if others else ''
+            lines.append(f'  {len(unknown)} unknown keys{hint}: {_listed(unknown)}')
+        if wrong:
+            lines.append(f'  {len(wrong)} wrong shapes: {_listed(wrong, 4)}')
+        if missing:
+            lines.append(f'  {len(missing)} missing keys (mmgrasp names): {_listed(missing)}')
+        raise ConversionError('\n'.join(lines))
+    return {k: converted[k] for k in target}
+
+
+def load_reference(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """The ``model_state_dict`` of a reference checkpoint and its other entries' summary."""
+    try:
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as err:  # torch raises many kinds for a file it cannot read
+        raise ConversionError(f'{path}: not a torch checkpoint ({type(err).__name__}: {err})')
+    if not isinstance(checkpoint, dict):
+        raise ConversionError(f'{path}: holds a {type(checkpoint).__name__}, expected a dict with '
+                              f"'model_state_dict' as the reference train.py saves")
+    if 'model_state_dict' not in checkpoint:
+        raise ConversionError(f"{path}: no 'model_state_dict' (keys: {_listed(list(checkpoint))});"
+                              f' expected a reference train.py checkpoint')
+    state = checkpoint['model_state_dict']
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConversionError(f"{path}: 'model_state_dict' is not a dict of tensors")
+    return state, {'epoch': checkpoint.get('epoch')}
+
+
+def model_shapes(config: str) -> Dict[str, torch.Size]:
+    """``{key: shape}`` of the state dict of the model that ``config`` builds."""
+    from mmengine.config import Config
+
+    from mmgrasp.registry import MODELS, build_in_scope
+    model = build_in_scope(MODELS, Config.fromfile(config).model)
+    return {k: v.shape for k, v in model.state_dict().items()}
+
+
+def convert_file(method: str, src: str, dst: str, config: Optional[str] = None) -> int:
+    """Convert SRC into DST (written under a temporary name, then renamed); returns the number
+    of tensors."""
+    config = config or os.path.join(REPO, 'configs', f'{method}_deferred.py')
+    reference, info = load_reference(src)
+    try:
+        state = convert_state_dict(method, reference, model_shapes(config))
+    except ConversionError as err:
+        raise ConversionError(f'{src}: {err}') from None
+    meta = dict(converted_from=os.path.abspath(src), method=method, config=config, **info)
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+    torch.save({'state_dict': state, 'meta': meta}, dst + '.tmp')
+    os.replace(dst + '.tmp', dst)
+    return len(state)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('method', choices=METHODS)
+    parser.add_argument('src', help='reference checkpoint (dict with model_state_dict)')
+    parser.add_argument('dst', help='mmgrasp checkpoint to write')
+    parser.add_argument('--config', help='mmgrasp config of the model (default: '
+                                         'configs/<method>_deferred.py)')
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    from mmgrasp.utils import register_all_modules
+    register_all_modules(False)
+    try:
+        count = convert_file(args.method, args.src, args.dst, args.config)
+    except ConversionError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 1
+    print(f'wrote {count} tensors to {args.dst}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
