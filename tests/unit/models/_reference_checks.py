@@ -25,7 +25,6 @@ V, A, D = 5, 3, 3  # tests/conftest.py SMALL_GRID
 # an arbitrary positive width histogram (an input of SBG's assigner, not computed by mmgrasp)
 SCALE_STATISTIC = dict(interval=[float(e) for e in np.linspace(0.003, 0.1, 33)],
                        num=[1 + (7 * k) % 13 for k in range(32)])
-# SBG wants > 10 of 300 views; the 5-view test grid needs a smaller count (chosen per batch)
 EXACT = ('valid', 'object_index', 'row', 'view_index', 'top_view', 'robust_graspable',
          'scores', 'widths', 'top_widths', 'top_tolerance', 'collision')
 
@@ -92,8 +91,9 @@ def build_assigner(method: str, min_views: Optional[int] = None):
 
 
 def robust_min_views(reference_view_labels: np.ndarray) -> int:
-    """A min_views for the 5-view grid at which some seed has exactly that many views with a
-    label > 0.1 and some have more: both sides of SBG's strict '>' are exercised."""
+    """SBG wants more than 10 of 300 views; on the 5-view test grid, a min_views at which some
+    seed has exactly that many views with a label > 0.1 and some have more, so both sides of
+    the strict '>' are exercised."""
     counts = (reference_view_labels > 0.1).sum(-1).ravel()
     values, seen = np.unique(counts, return_counts=True)
     usable = [v for v in values if v < counts.max()]

@@ -13,6 +13,7 @@ import torch
 
 import _reference_checks as checks
 from mmgrasp.datasets.label_store import LabelStore
+from mmgrasp.models.assigners import compute_scale_statistic
 from mmgrasp.utils import register_all_modules
 
 GRIDS = ('dense', 'deferred')
@@ -70,6 +71,14 @@ def test_collision_mask_gives_zero_scores_targets(synthetic_root, method, grids)
             assert a is None or torch.equal(a, b), name
     assert not torch.equal(masked.scores, none.scores)
     assert not torch.equal(masked.top_scores, none.top_scores)
+
+
+def test_collision_mask_in_scale_statistic(synthetic_root):
+    """The scale statistic counts best grasps of 'mask' labels as of 'zero_scores' labels."""
+    stats = {mode: compute_scale_statistic(checks.recipe_dataset(synthetic_root, 'sbg',
+                                                                  'deferred', mode), 3)
+             for mode in ('zero_scores', 'mask', 'none')}
+    assert stats['mask'] == stats['zero_scores'] != stats['none']
 
 
 @pytest.mark.xfail(strict=True, reason='fixed on branch trust-a: match_view normalises GSNet '
