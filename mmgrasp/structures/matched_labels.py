@@ -26,6 +26,10 @@ class MatchedLabels:
         view_rot: (B, Ns, V, 3, 3) gripper rotation of each slot (the rotated object view).
         scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible.
         widths: (B, Ns, V, A, D) metres, or None (read at the chosen view only).
+        collision: (B, Ns, V, A, D) bool scene collision per slot under
+            ``SampleGraspLabels(collision='mask')`` (already applied: μ and tolerance read 0
+            there, the targets of ``'zero_scores'``; kept for a loss that wants the mask), else
+            None.
         view_graspness: (B, Ns, V) GSNet view graspness in [0, 1], or None.
         score_labels: (B, Ns, V, A, D) ln(u_max / μ) where μ > 0 (and width ≤ 0.1 when widths
             are read at all views), else 0; None under GSNet's normalisation.
@@ -51,6 +55,7 @@ class MatchedLabels:
     view_rot: Tensor
     scores: Tensor
     widths: Optional[Tensor] = None
+    collision: Optional[Tensor] = None
     view_graspness: Optional[Tensor] = None
     score_labels: Optional[Tensor] = None
     view_labels: Optional[Tensor] = None

@@ -164,6 +164,19 @@ def test_mid_epoch_resume_is_the_uninterrupted_run(reference, config_file, fetch
                       [s.state_dict() for s in ref['runner'].param_schedulers])
 
 
+def test_worker_count_does_not_change_the_training(reference):
+    """0 and 2 loader workers: the same batches (samples, learning rates) and bit-identical
+    final weights and optimizer state (TinyGraspModel's loss reads every sample's points and
+    label points, so other label rows would show)."""
+    serial, parallel = reference(0), reference(2)
+    assert serial['records'] == parallel['records']
+    for name, value in serial['runner'].model.state_dict().items():
+        assert torch.isfinite(value).all(), name
+    assert_same_state(serial['runner'].model.state_dict(), parallel['runner'].model.state_dict())
+    assert_same_state(serial['runner'].optim_wrapper.state_dict(),
+                      parallel['runner'].optim_wrapper.state_dict())
+
+
 def test_resume_with_seed_none_keeps_the_sampler_order(reference, config_file, fetch_log,
                                                        tmp_path):
     """With randomness.seed=None the sampler is built with a fresh seed before the checkpoint

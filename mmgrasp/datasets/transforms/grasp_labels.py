@@ -41,7 +41,9 @@ class SampleGraspLabels(BaseTransform):
             sampled scene points (GraspNet-baseline, Scale-Balanced-Grasp).
         visible_distance: metres.
         collision: ``'zero_scores'`` (μ and tolerance 0 where the grasp collides with the
-            scene), ``'mask'`` (carry the mask) or ``'none'``.
+            scene), ``'mask'`` (carry the mask; the assigner applies it where it matches the
+            labels, so the targets equal ``'zero_scores'``, and keeps it in
+            ``MatchedLabels.collision``) or ``'none'``.
         tolerance: carry tolerance radii.
         skip_objects: object ids never labelled (GraspNet-baseline skips 18).
         grids: ``'dense'`` or ``'deferred'``.

@@ -5,6 +5,7 @@ What label matching computes in GSNet, GraspNet-baseline and Scale-Balanced-Gras
 :func:`gather_grids` — so dense and deferred labels give identical targets.
 """
 from dataclasses import replace
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -104,10 +105,14 @@ class NearestLabelAssigner:
         view_rot = self.view_rotations(labels.poses, object_view)[obj]
         owner, rows = obj.reshape(-1), row.reshape(-1)
         scores = self._reindexed(labels, 'scores', owner, rows, view_index)
+        collision = self._reindexed(labels, 'collision', owner, rows, view_index)
+        if collision is not None:  # collision='mask': μ = 0 where collided, as 'zero_scores'
+            scores = scores.masked_fill(collision, 0)
         scores = torch.where(valid[..., None, None, None], scores, scores.new_zeros(()))
         matched = MatchedLabels(
             point=camera_points[point], distance=distance, valid=valid, object_index=obj,
-            row=row, view_index=view_index, view_rot=view_rot, scores=scores)
+            row=row, view_index=view_index, view_rot=view_rot, scores=scores,
+            collision=collision)
         if self.all_view_widths:
             matched.widths = self._reindexed(labels, 'widths', owner, rows, view_index)
         if self.view_graspness:
@@ -121,10 +126,11 @@ class NearestLabelAssigner:
         return matched
 
     def _reindexed(self, labels: GraspLabelBatch, name: str, owner: Tensor, rows: Tensor,
-                   view_index: Tensor) -> Tensor:
-        """(B, Ns, V, A, D) grid of the matched rows, slots in template (camera) order."""
+                   view_index: Tensor) -> Optional[Tensor]:
+        """(B, Ns, V, A, D) grid of the matched rows, slots in template (camera) order (None
+        for 'collision' when the labels carry no mask)."""
         grid = gather_grids(labels.objects, name, owner, rows, view_index.reshape(len(owner), -1))
-        return grid.reshape(*view_index.shape, *grid.shape[2:])
+        return None if grid is None else grid.reshape(*view_index.shape, *grid.shape[2:])
 
     def _view_graspness(self, scores: Tensor) -> Tensor:
         graspable = (scores > 0) & (scores <= self.view_graspness_max_mu)
@@ -164,6 +170,8 @@ class NearestLabelAssigner:
         if self.with_tolerance:
             tolerance = gather_grids(labels.objects, 'tolerance', owner, rows,
                                      object_view).reshape(mu.shape)
+            if matched.collision is not None:
+                tolerance = tolerance.masked_fill(self._at_view(matched.collision, top_view), 0)
             tolerance = torch.where(matched.valid[..., None, None], tolerance,
                                     tolerance.new_zeros(()))
         if self.gsnet_score_norm:

@@ -32,6 +32,9 @@ def best_grasp_widths(objects: Sequence[ObjectGraspLabels]) -> np.ndarray:
     mu = gather_grids(objects, 'scores', owner, rows).flatten(1)
     widths = gather_grids(objects, 'widths', owner, rows).flatten(1)
     valid = (mu > 0) & (widths <= GRASP_MAX_WIDTH)
+    collision = gather_grids(objects, 'collision', owner, rows)
+    if collision is not None:  # collision='mask': collided grasps are invalid, as 'zero_scores'
+        valid &= ~collision.flatten(1)
     ranked = torch.where(valid, -mu, torch.full_like(mu, -float('inf')))
     best = ranked.argmax(dim=1)
     keep = valid.any(dim=1)
