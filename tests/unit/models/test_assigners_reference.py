@@ -81,11 +81,9 @@ def test_collision_mask_in_scale_statistic(synthetic_root):
     assert stats['mask'] == stats['zero_scores'] != stats['none']
 
 
-@pytest.mark.xfail(strict=True, reason='fixed on branch trust-a: match_view normalises GSNet '
-                                       'scores only when positives exist')
 def test_gsnet_scores_without_positives_follow_reference(synthetic_root):
     """No matched seed has a positive μ at its chosen view: graspness_implementation skips the
-    normalisation (targets stay 0); today mmgrasp divides 0 by log(0/0)."""
+    normalisation (targets stay 0); mmgrasp once divided 0 by log(0/0) here."""
     dataset = checks.recipe_dataset(synthetic_root, 'gsnet', 'deferred')
     batch = checks.load_batch(dataset)
     ref = checks.run_reference('gsnet', synthetic_root, batch)
