@@ -75,11 +75,12 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture(scope='session')
 def synthetic_root(tmp_path_factory):
-    """2 scenes × 3 frames, 4 objects per scene, one model twice in scene 0, small grid."""
+    """2 scenes × 3 frames, 4 objects per scene, one model twice in scene 0, small grid; μ kept
+    for chords up to 0.14 m (as in the real labels) so the recipes' 0.1 m width mask acts."""
     root = str(tmp_path_factory.mktemp('synthetic') / 'graspnet')
     write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
                             grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
-                            duplicates=1, seed=0, progress=False)
+                            duplicates=1, seed=0, progress=False, max_label_width=0.14)
     from mmgrasp.datasets.graspness import generate_graspness
     generate_graspness(root)
     _read_only_roots.append((root, tree_stats(root)))

@@ -15,7 +15,8 @@ the box (self-collision) and against the other boxes and the table (scene collis
 real 300x12x4 grid (12 models of 300 points, seed 0) 97.6 % of cells are infeasible (μ = -1;
 96.9-99.0 % per model; real labels: 93-98 %); about half of the feasible cells are free of
 self-collision; μ covers all ten values (shares 0.1: 6 %, 0.3: 16 %, 0.6: 14 %, 1.0: 4 %);
-feasible widths are at most 0.1 m (wider chords are infeasible, their widths are kept); 1-2 %
+feasible widths are at most 0.1 m (wider chords are infeasible, their widths are kept; with
+``max_label_width`` above 0.1, wider chords keep their μ as in the real labels); 1-2 %
 of tolerance cells are non-zero, up to 0.03-0.05 m.
 
 Every random draw comes from ``np.random.default_rng((seed, purpose, *index))`` so each scene,
@@ -36,7 +37,7 @@ import cv2
 import numpy as np
 import scipy.io
 
-from .synthetic_labels import (box_grasp_labels, box_self_collision, scene_collision,
+from .synthetic_labels import (MAX_WIDTH, box_grasp_labels, box_self_collision, scene_collision,
                                tolerance_labels)
 
 __all__ = ['write_synthetic_dataset', 'render', 'camera_intrinsics', 'model_half_extents',
@@ -127,10 +128,10 @@ def _make_model(seed: int, model_id: int, points_per_object: int) -> _Model:
     return _Model(half, _surface_points(rng, half, num))
 
 
-def _grasp_arrays(model: _Model, grid: tuple[int, int, int]):
+def _grasp_arrays(model: _Model, grid: tuple[int, int, int], max_width: float):
     """Label grids of one box from the evaluator's physics (``synthetic_labels``)."""
     v, a, d = grid
-    mu, width = box_grasp_labels(model.half, model.points, grid)
+    mu, width = box_grasp_labels(model.half, model.points, grid, max_width)
     collision = box_self_collision(model.half, model.points, mu, width, grid)
     offsets = np.empty((len(model.points), v, a, d, 3), np.float32)
     offsets[..., 0] = (np.arange(a) * np.pi / 12).astype(np.float32)[:, None]
@@ -435,7 +436,8 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
                             image_size: tuple[int, int] = (1280, 720),
                             cameras: Sequence[str] = ('realsense', 'kinect'),
                             duplicates: int = 0, seed: int = 0, progress: bool = True,
-                            test_scenes: Sequence[int] = ()) -> None:
+                            test_scenes: Sequence[int] = (),
+                            max_label_width: float = MAX_WIDTH) -> None:
     """Write a deterministic GraspNet-1Billion-layout dataset of box objects to ``out``.
 
     Training scenes get ids ``0..scenes-1``; ``test_scenes`` adds scenes with those ids (100-189:
@@ -444,6 +446,8 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
     ``objects + 2``); label files are written for every model id. With ``duplicates=K`` the first
     K scenes contain one model twice (``objects`` instances in total). Everything is written to
     ``out + '.tmp-<pid>'`` and renamed at the end, so ``out`` is never half-written.
+    ``max_label_width`` above the gripper's 0.1 m keeps μ for wider chords, as the real labels
+    do, so that the recipes' width mask has cells to act on (the tests use it).
     """
     out = os.path.normpath(os.fspath(out))
     models = objects + 2 if models is None else models
@@ -485,7 +489,7 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
                                ('textured.sdf', _box_sdf)):
                 with open(os.path.join(mdir, name), 'w') as f:
                     f.write(text(model.half))
-            offsets, collision, scores, width = _grasp_arrays(model, grid)
+            offsets, collision, scores, width = _grasp_arrays(model, grid, max_label_width)
             np.savez(os.path.join(tmp, 'grasp_label', f'{m:03d}_labels.npz'), points=model.points,
                      offsets=offsets, collision=collision, scores=scores)
             del offsets

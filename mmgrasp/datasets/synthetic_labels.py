@@ -76,8 +76,13 @@ def _depths(num_depths: int) -> np.ndarray:
     return (np.arange(num_depths) + 1) * 0.01
 
 
-def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int, int]):
+def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int, int],
+                     max_width: float = MAX_WIDTH):
     """μ and widths of every cell of the label points of a box.
+
+    Chords wider than ``max_width`` are infeasible. The default is the gripper's 0.1 m, which the
+    evaluator enforces; a wider value keeps μ for wider grasps, as GraspNet-1Billion's own labels
+    do (the training recipes mask widths above 0.1 m themselves).
 
     Returns ``(mu (Np,V,A,D) float32, -1 where the grasp fails; width (Np,V,A,D) float32, 0 where
     the jaw centre lies outside the box)``.
@@ -106,7 +111,7 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
             face_far = np.where(hi < t_far, k, face_far)
             t_far = np.minimum(hi, t_far)
     width = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
-    ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= MAX_WIDTH)
+    ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
     contacts = []
     for t, face in ((t_near, face_near), (t_far, face_far)):
         q = c + t[..., None] * u

@@ -38,6 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--test-scenes', type=int, nargs='*', default=[100, 130, 160], metavar='ID',
                    help='test-split scene ids to write as well (100-129 seen, 130-159 similar, '
                         '160-189 novel); default one per split; none with a bare --test-scenes')
+    p.add_argument('--max-label-width', type=float, default=0.1, metavar='M',
+                   help='chords wider than M metres are infeasible (default: the gripper\'s 0.1 m, '
+                        'as the evaluator; real labels also hold wider grasps)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--quiet', action='store_true', help='no progress lines on stderr')
     return p.parse_args(argv)
@@ -50,7 +53,8 @@ def main(argv=None) -> None:
             a.out, scenes=a.scenes, frames=a.frames, objects=a.objects, models=a.models,
             points_per_object=a.points_per_object, grid=tuple(a.grid),
             image_size=tuple(a.image_size), cameras=a.cameras, duplicates=a.duplicates,
-            seed=a.seed, progress=not a.quiet, test_scenes=a.test_scenes)
+            seed=a.seed, progress=not a.quiet, test_scenes=a.test_scenes,
+            max_label_width=a.max_label_width)
     except (FileExistsError, ValueError) as e:
         sys.exit(f'make_synthetic: error: {e}')
 

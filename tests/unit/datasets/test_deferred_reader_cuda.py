@@ -85,6 +85,15 @@ def test_a_gather_on_another_stream_waits_for_the_copy_in_flight(make_dataset, m
 
 
 @pytest.mark.cuda
+def _only_buffer(monkeypatch) -> 'deferred_reader.ReadBuffer':
+    """A fresh pool holding one buffer, which every single-threaded gather then borrows."""
+    pool = deferred_reader.BufferPool()
+    buffer = deferred_reader.ReadBuffer()
+    pool._free.append(buffer)
+    monkeypatch.setattr(deferred_reader, '_buffers', pool)
+    return buffer
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 def test_a_reader_that_does_not_wait_is_caught(make_dataset, monkeypatch):
     """Mutation check: with the wait removed, the delayed copy carries the second read's rows."""
@@ -96,8 +105,8 @@ def test_a_reader_that_does_not_wait_is_caught(make_dataset, monkeypatch):
         return original(self, nbytes)
 
     monkeypatch.setattr(deferred_reader.ReadBuffer, 'acquire', acquire_without_waiting)
-    monkeypatch.setattr(deferred_reader, '_buffer', deferred_reader.ReadBuffer())
-    deferred_reader._buffer.acquire(64 << 20)  # large enough for both reads: no reallocation
+    buffer = _only_buffer(monkeypatch)
+    buffer.acquire(64 << 20)  # large enough for both reads: no reallocation
     got_first, _, want_first, _ = _gathers_on_two_streams(objects, monkeypatch)
     assert not torch.equal(got_first, want_first)
 
@@ -108,7 +117,8 @@ def _storage_span(tensor: torch.Tensor) -> tuple:
 
 
 @pytest.mark.parametrize('device', DEVICES)
-def test_gathered_tensors_do_not_alias_the_read_buffer(make_dataset, device):
+def test_gathered_tensors_do_not_alias_the_read_buffer(make_dataset, device, monkeypatch):
+    buffer = _only_buffer(monkeypatch)
     objects = deferred_objects(make_dataset)
     owner, rows, views = requests(objects, 2, 200, device)
     results = {}
@@ -117,7 +127,7 @@ def test_gathered_tensors_do_not_alias_the_read_buffer(make_dataset, device):
             results[name, with_views] = gather_grids(objects, name, owner, rows,
                                                      views if with_views else None)
     kept = {key: value.clone() for key, value in results.items()}
-    buffer_begin, buffer_end = _storage_span(deferred_reader._buffer._storage)
+    buffer_begin, buffer_end = _storage_span(buffer._storage)
     for key, value in results.items():
         begin, end = _storage_span(value)
         assert end <= buffer_begin or begin >= buffer_end, key  # no overlap with the buffer

@@ -302,6 +302,25 @@ def _normal(half, q, eps=1e-5):
     return grad / np.linalg.norm(grad, axis=-1, keepdims=True)
 
 
+def test_max_label_width_keeps_wider_chords_feasible(stats, tmp_path):
+    """By default no feasible cell is wider than the gripper's 0.1 m; max_label_width=0.14 keeps
+    μ for chords up to 0.14 m and changes nothing else about the narrower cells."""
+    wide = str(tmp_path / 'wide')
+    write_synthetic_dataset(wide, scenes=1, frames=1, objects=3, models=3, points_per_object=300,
+                            grid=(5, 3, 3), image_size=(64, 36), seed=7, progress=False,
+                            cameras=('kinect',), max_label_width=0.14)
+    for m in range(3):
+        narrow, broad = _labels(stats, m), _labels(wide, m)
+        w = broad['offsets'][..., 2]
+        assert np.array_equal(narrow['offsets'], broad['offsets'])
+        kept = w <= 0.1
+        assert np.array_equal(narrow['scores'][kept], broad['scores'][kept])
+        assert (narrow['scores'][~kept] == -1).all()
+        assert w[broad['scores'] > 0].max() <= 0.14
+    assert any((_labels(wide, m)['scores'][_labels(wide, m)['offsets'][..., 2] > 0.1] > 0).any()
+               for m in range(3))
+
+
 def test_labels_follow_the_physics(stats):
     """Independently: contacts by marching the exact SDF, normals by its gradient, dexnet's
     antipodal friction test, the smallest passing mu of the 0.1 grid; contacts near an edge of

@@ -11,7 +11,7 @@ from mmgrasp.datasets.transforms.formatting import PackGraspInputs
 from mmgrasp.registry import MODELS
 from mmgrasp.utils.random import sample_rng
 
-FRAMES = [(0, 0), (0, 4), (1, 2)]
+FRAMES = [(0, 0), (0, 5), (1, 2)]  # (epoch, index): one mirrored, two proper frames
 
 
 def make_dataset(root: str, apply: str) -> GraspNetDataset:
