@@ -79,9 +79,8 @@ def legacy_numpy_argsort(values: np.ndarray) -> np.ndarray:
 def _legacy_heapsort(v, a, start, n):
     def at(i):  # 1-based into a[start:start + n]
         return start + i - 1
-    for l_ in range(n >> 1, 0, -1):
-        tmp = a[at(l_)]
-        i, j = l_, l_ << 1
+    def sift_down(tmp, i, n):  # place tmp at heap slot i of a heap of n (numpy's loop)
+        j = i << 1
         while j <= n:
             if j < n and _less(v[a[at(j)]], v[a[at(j + 1)]]):
                 j += 1
@@ -91,20 +90,13 @@ def _legacy_heapsort(v, a, start, n):
             else:
                 break
         a[at(i)] = tmp
+    for l_ in range(n >> 1, 0, -1):
+        sift_down(a[at(l_)], l_, n)
     while n > 1:
         tmp = a[at(n)]
         a[at(n)] = a[at(1)]
         n -= 1
-        i, j = 1, 2
-        while j <= n:
-            if j < n and _less(v[a[at(j)]], v[a[at(j + 1)]]):
-                j += 1
-            if _less(v[tmp], v[a[at(j)]]):
-                a[at(i)] = a[at(j)]
-                i, j = j, j + j
-            else:
-                break
-        a[at(i)] = tmp
+        sift_down(tmp, 1, n)
 
 
 def std_sort_descending(scores: np.ndarray) -> np.ndarray:
