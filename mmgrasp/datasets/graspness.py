@@ -15,9 +15,9 @@ import numpy as np
 from mmengine.logging import print_log
 from scipy.spatial import cKDTree
 
-from .label_maps import MapCache
+from mmgrasp.storage.label_maps import MapCache
+from mmgrasp.storage.label_store import LabelStore, open_label_store, unpack_rows
 from .graspnet_reader import GraspNetReader
-from .label_store import LabelStore, open_label_store, unpack_rows
 from .transforms.loading import depth_to_cloud, workspace_mask
 
 _CHUNK_ROWS = 256
@@ -68,7 +68,7 @@ def generate_graspness(root: str, camera: str = 'realsense', scenes: Optional[It
     """Write the graspness files of ``scenes`` (default: all train scenes on disk); returns how
     many were written. Each file is written under a temporary name and renamed."""
     reader = GraspNetReader(root, camera)
-    store = open_label_store(root, cache_dir)
+    store = open_label_store(reader, cache_dir)
     maps = MapCache(read_ahead=False)
     scenes = list(scenes) if scenes is not None else reader.scene_ids('train')
     written, t0 = 0, time.time()

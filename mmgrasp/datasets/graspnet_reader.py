@@ -13,9 +13,9 @@ import cv2
 import numpy as np
 import scipy.io
 
-CAMERAS = ('realsense', 'kinect')
+from mmgrasp.storage.source import CAMERAS, NUM_SCENES, DatasetFileError
+
 NUM_OBJECTS = 88
-NUM_SCENES = 190
 SPLITS = {
     'train': range(0, 100),
     'test': range(100, 190),
@@ -23,14 +23,6 @@ SPLITS = {
     'test_similar': range(130, 160),
     'test_novel': range(160, 190),
 }
-
-
-class DatasetFileError(ValueError):
-    """A dataset file is missing, unreadable or holds the wrong arrays."""
-
-    def __init__(self, path: str, problem: str):
-        super().__init__(f'{path}: {problem}')
-        self.path = path
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import torch
 from mmengine.dataset import pseudo_collate
 from torch.utils.data import DataLoader
 
-from mmgrasp.datasets import GraspNetDataset
-from mmgrasp.datasets.label_store import build_label_store
+from mmgrasp.datasets import GraspNetDataset, GraspNetReader
 from mmgrasp.registry import MODELS, TASK_UTILS
+from mmgrasp.storage.label_store import build_label_store
 
 
 def test_unknown_grids_value_names_the_key(synthetic_root):
@@ -67,9 +67,9 @@ def test_worker_failure_names_the_file(synthetic_root, tmp_path):
 
 _READ_ONLY = textwrap.dedent('''
     import os, sys, torch
-    from mmgrasp.datasets.label_store import LabelStoreError, open_label_store
+    from mmgrasp.datasets import GraspNetDataset, GraspNetReader
+    from mmgrasp.storage.label_store import LabelStoreError, open_label_store
     from mmgrasp.structures import gather_grids
-    from mmgrasp.datasets import GraspNetDataset
     root, cache, changed = sys.argv[1], sys.argv[2], sys.argv[3]
     try:
         open(os.path.join(cache, 'probe'), 'w')
@@ -85,7 +85,7 @@ _READ_ONLY = textwrap.dedent('''
     print('read', tuple(gather_grids(labels, 'scores', torch.tensor([0]), torch.tensor([0])).shape))
     os.utime(changed, (1, 1))  # a source changes: the store is stale and cannot be rebuilt here
     try:
-        open_label_store(root, cache)
+        open_label_store(GraspNetReader(root), cache)
     except LabelStoreError as exc:
         print('refused:', exc)
 ''')
@@ -95,7 +95,7 @@ def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
     root = str(tmp_path / 'graspnet')
     shutil.copytree(synthetic_root, root)
     cache = str(tmp_path / 'cache')
-    build_label_store(root, cache)
+    build_label_store(GraspNetReader(root), cache)
     script = tmp_path / 'read_only.py'
     script.write_text(_READ_ONLY)
     changed = os.path.join(root, 'grasp_label', '000_labels.npz')

@@ -11,7 +11,7 @@ from mmengine.config import Config
 
 from mmgrasp.apis.grasp_drawing import (GRIPPER_COLOUR, depth_colours, draw_scene,
                                         gripper_boxes, project)
-from mmgrasp.datasets.frame_store import masked_pixels
+from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.utils import register_all_modules

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from mmgrasp.datasets.derived_assets import current_version
-from mmgrasp.datasets.label_store import store_path_for
+from mmgrasp.storage.derived_assets import current_version
+from mmgrasp.storage.label_store import store_path_for
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -39,9 +39,10 @@ from typing import Callable, List, Optional
 import numpy as np
 import torch
 
-from mmgrasp.datasets.deferred_reader import StoreGrids, distinct_in_file_order, read_rows
-from mmgrasp.datasets.label_store import LabelStore, open_label_store
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
+from mmgrasp.storage.deferred_reader import StoreGrids, distinct_in_file_order, read_rows
+from mmgrasp.storage.label_store import LabelStore, open_label_store
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
 
 MIB = 1 << 20
@@ -166,14 +167,14 @@ def measure_sample_bytes(store: LabelStore) -> dict:
 
 def prepare_store(root: Optional[str], workdir: str) -> LabelStore:
     if root is not None:
-        return open_label_store(root)
+        return open_label_store(GraspNetReader(root))
     root = os.path.join(workdir, 'graspnet')
     log(f'writing a synthetic dataset (300x12x4 grid) to {root}')
     write_synthetic_dataset(root, scenes=1, frames=1, objects=2, models=2,
                             points_per_object=1400, grid=(300, 12, 4), image_size=(320, 180),
                             cameras=('realsense',), progress=False)
     log('building its label store')
-    return open_label_store(root, cache_dir=os.path.join(workdir, 'cache'))
+    return open_label_store(GraspNetReader(root), cache_dir=os.path.join(workdir, 'cache'))
 
 
 def report(store: LabelStore, read: dict, sample: dict) -> str:

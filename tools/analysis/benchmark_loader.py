@@ -45,10 +45,11 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
-from mmgrasp.datasets import label_maps
-from mmgrasp.datasets.deferred_reader import pop_map_copy_seconds
-from mmgrasp.datasets.label_store import open_label_store
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.registry import DATASETS, MODELS
+from mmgrasp.storage import label_maps
+from mmgrasp.storage.deferred_reader import pop_map_copy_seconds
+from mmgrasp.storage.label_store import open_label_store
 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
 ROWS = [('loader_fps', 'loader frames/s', 1), ('batch_mib', 'batch leaving a worker (MiB)', 1),
@@ -344,7 +345,7 @@ def main(argv=None) -> None:
     cfg.merge_from_dict(args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
-    store = open_label_store(cfg.train_dataloader.dataset.data_root)
+    store = open_label_store(GraspNetReader(cfg.train_dataloader.dataset.data_root))
     runs = [(grids, source) for grids in args.grids for source in args.source]
     results: Dict[str, List[Dict[str, float]]] = {run_name(*r, args): [] for r in runs}
     transforms: Dict[str, List[Dict[str, float]]] = {run_name(*r, args): [] for r in runs}

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import List, Optional
 
-from mmgrasp.datasets.derived_assets import current_version
-from mmgrasp.datasets.graspnet_reader import DatasetFileError
-from mmgrasp.datasets.label_store import (MANIFEST, LabelStoreError, build_label_store,
+from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader
+from mmgrasp.storage.derived_assets import current_version
+from mmgrasp.storage.label_store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
 
 
@@ -71,10 +71,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     before = _manifest_stamp(current_version(path))
     t0 = time.perf_counter()
     try:
+        reader = GraspNetReader(args.root, tolerance_dir=args.tolerance_dir)
         if args.force:
-            store = build_label_store(args.root, args.cache, args.tolerance_dir, force=True)
+            store = build_label_store(reader, args.cache, force=True)
         else:
-            store = open_label_store(args.root, args.cache, args.tolerance_dir, build=True)
+            store = open_label_store(reader, args.cache, build=True)
     except (DatasetFileError, LabelStoreError) as exc:
         sys.exit(f'build_label_store: error: {exc}')
     elapsed = time.perf_counter() - t0

@@ -7,11 +7,11 @@ from mmcv.transforms import BaseTransform
 from scipy.spatial import cKDTree
 
 from mmgrasp.registry import TRANSFORMS
+from mmgrasp.storage.deferred_reader import StoreGrids
+from mmgrasp.storage.label_maps import open_maps
+from mmgrasp.storage.label_store import LabelStore, open_label_store, unpack_rows, zero_where
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
-from ..deferred_reader import StoreGrids
-from ..graspnet_reader import DatasetFileError
-from ..label_maps import open_maps
-from ..label_store import LabelStore, open_label_store, unpack_rows, zero_where
+from ..graspnet_reader import DatasetFileError, GraspNetReader
 
 GRID_STORAGES = ('dense', 'deferred')
 _stores: Dict[Tuple[str, Optional[str], Optional[str]], LabelStore] = {}
@@ -22,7 +22,8 @@ def label_store_for(data_root: str, cache_dir: Optional[str] = None,
     """The label store of a dataset root, opened (built when missing or stale) once a process."""
     key = (data_root, cache_dir, tolerance_dir)
     if key not in _stores:
-        _stores[key] = open_label_store(data_root, cache_dir, tolerance_dir)
+        _stores[key] = open_label_store(
+            GraspNetReader(data_root, tolerance_dir=tolerance_dir), cache_dir)
     return _stores[key]
 
 

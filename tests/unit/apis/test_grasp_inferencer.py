@@ -10,7 +10,7 @@ import torch
 from mmengine.config import Config
 
 from mmgrasp.apis import GraspInferencer
-from mmgrasp.datasets.frame_store import masked_pixels
+from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, build_in_scope

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import _reference_checks as checks
-from mmgrasp.datasets.label_store import LabelStore
+from mmgrasp.storage.label_store import LabelStore
 from mmgrasp.models.assigners import compute_scale_statistic
 from mmgrasp.utils import register_all_modules
 

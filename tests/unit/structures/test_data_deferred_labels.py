@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-import mmgrasp.datasets.deferred_reader as deferred_reader
-from mmgrasp.datasets.deferred_reader import StoreGrids
+import mmgrasp.storage.deferred_reader as deferred_reader
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.datasets.label_store import open_label_store
+from mmgrasp.storage.deferred_reader import StoreGrids
+from mmgrasp.storage.label_store import open_label_store
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
 
 MODES = ('zero_scores', 'mask', 'none')
@@ -22,8 +22,8 @@ class Frame:
     the expected grids computed from the source files."""
 
     def __init__(self, root: str, mode: str, tolerance: bool):
-        store = open_label_store(root)
         reader = GraspNetReader(root)
+        store = open_label_store(reader)
         rng = np.random.default_rng(7)
         self.objects, self.expected = [], []
         for scene in (0, 1):

@@ -42,7 +42,7 @@ import numpy as np
 from mmengine.logging import print_log
 
 from .derived_assets import MANIFEST, VersionHold, open_or_build
-from .graspnet_reader import NUM_SCENES, DatasetFileError, GraspNetReader
+from .source import NUM_SCENES, DatasetFileError, GraspSource
 from .label_store import default_cache_dir
 
 FORMAT_VERSION = 1
@@ -128,7 +128,7 @@ class FrameArrays:
     camera_to_table: np.ndarray  # (4, 4) float64
 
 
-def read_frame(reader: GraspNetReader, scene: int, frame: int, outlier: Optional[float],
+def read_frame(reader: GraspSource, scene: int, frame: int, outlier: Optional[float],
                with_graspness: bool) -> FrameArrays:
     """Decode a frame from the dataset files (the reference path); ``outlier=None`` skips the
     workspace mask. With ``with_graspness`` the graspness file must exist (its rows are checked
@@ -155,7 +155,7 @@ def read_frame(reader: GraspNetReader, scene: int, frame: int, outlier: Optional
                        factor_depth=meta.factor_depth, camera_to_table=camera_to_table)
 
 
-def aligned_graspness(arrays: FrameArrays, reader: GraspNetReader, scene: int, frame: int,
+def aligned_graspness(arrays: FrameArrays, reader: GraspSource, scene: int, frame: int,
                       outlier: Optional[float]) -> np.ndarray:
     """The frame's graspness, one row per masked point, or an error naming the file."""
     path = reader.graspness_path(scene, frame)
@@ -191,12 +191,12 @@ def _fingerprint(path: str) -> Tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _frame_sources(reader: GraspNetReader, scene: int, frame: int) -> List[str]:
+def _frame_sources(reader: GraspSource, scene: int, frame: int) -> List[str]:
     return [reader.frame_path(scene, kind, frame) for kind in _IMAGE_FILES] + \
         [reader.graspness_path(scene, frame)]
 
 
-def camera_scenes(reader: GraspNetReader) -> List[int]:
+def camera_scenes(reader: GraspSource) -> List[int]:
     """Scenes (any split) with a folder of the reader's camera."""
     return [s for s in range(NUM_SCENES) if os.path.isdir(reader.camera_dir(s))]
 
@@ -244,7 +244,7 @@ class FrameStore:
             camera_to_table=self.camera_to_table[row].copy())
 
 
-def stale_reason(manifest: dict, fingerprints: np.ndarray, reader: GraspNetReader,
+def stale_reason(manifest: dict, fingerprints: np.ndarray, reader: GraspSource,
                  outlier: Optional[float]) -> Optional[str]:
     """Why a store may not be used for this reader and mask (None when it may)."""
     if manifest.get('format_version') != FORMAT_VERSION:
@@ -303,7 +303,7 @@ class _NpyAppender:
         self.file.close()
 
 
-def _build_into(tmp: str, reader: GraspNetReader, outlier: Optional[float]) -> dict:
+def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float]) -> dict:
     scenes = camera_scenes(reader)
     if not scenes:
         raise DatasetFileError(os.path.join(reader.root, 'scenes'),
@@ -372,7 +372,7 @@ def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
                               f'rebuild') from exc
 
 
-def build_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
+def build_frame_store(reader: GraspSource, outlier: Optional[float] = 0.02,
                       cache_dir: Optional[str] = None, force: bool = False) -> FrameStore:
     """Build (or rebuild, with ``force``) the frame store of ``reader``'s root and camera as a new
     version (see :mod:`.derived_assets`) unless an up-to-date one exists, and return it opened;
@@ -380,7 +380,7 @@ def build_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
     return open_frame_store(reader, outlier, cache_dir, build=True, force=force)
 
 
-def open_frame_store(reader: GraspNetReader, outlier: Optional[float] = 0.02,
+def open_frame_store(reader: GraspSource, outlier: Optional[float] = 0.02,
                      cache_dir: Optional[str] = None, build: bool = True,
                      force: bool = False) -> FrameStore:
     """Open the frame store of ``reader``'s root and camera; build it first when missing or

@@ -35,7 +35,7 @@ import numpy as np
 from mmengine.logging import print_log
 
 from .derived_assets import MANIFEST, VersionHold, open_or_build
-from .graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
+from .source import CAMERAS, DatasetFileError, GraspSource
 
 FORMAT_VERSION = 1
 COLLISION_BITORDER = 'little'
@@ -154,7 +154,7 @@ class LabelStore:
 
 
 # ---------------------------------------------------------------------------------- sources
-def _source_files(reader: GraspNetReader, scenes: Iterable[int],
+def _source_files(reader: GraspSource, scenes: Iterable[int],
                   objects: Iterable[int]) -> List[str]:
     files = []
     for obj in objects:
@@ -173,7 +173,7 @@ def _fingerprint(path: str) -> List[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
-def _first_meta(reader: GraspNetReader, scene: int) -> str:
+def _first_meta(reader: GraspSource, scene: int) -> str:
     """Frame 0's meta of the first camera present: the collision arrays follow its cls_indexes."""
     for camera in CAMERAS:
         path = os.path.join(reader.scene_dir(scene), camera, 'meta', '0000.mat')
@@ -244,7 +244,7 @@ def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.
     return levels.reshape(tolerance.shape).astype(np.uint8), radii_bits.view(np.float32)
 
 
-def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
+def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
     metas = {scene: reader.load_meta_file(_first_meta(reader, scene)) for scene in scenes}
     for scene, meta in metas.items():  # frames read later are checked against the same list
         reader.check_frame_objects(scene, meta.object_ids, _first_meta(reader, scene))
@@ -303,18 +303,20 @@ def _build_into(tmp: str, reader: GraspNetReader, scenes: List[int]) -> dict:
                 objects=manifest_objects, scenes=manifest_scenes, sources=sources)
 
 
-def build_label_store(root: str, cache_dir: Optional[str] = None,
-                      tolerance_dir: Optional[str] = None, force: bool = False) -> LabelStore:
-    """Build (or rebuild, with ``force``) the store of ``root`` as a new version (see
-    :mod:`.derived_assets`) unless an up-to-date one exists, and return it opened."""
-    return open_label_store(root, cache_dir, tolerance_dir, build=True, force=force)
+def build_label_store(reader: GraspSource, cache_dir: Optional[str] = None,
+                      force: bool = False) -> LabelStore:
+    """Build (or rebuild, with ``force``) the store of ``reader``'s root and tolerance folder as
+    a new version (see :mod:`.derived_assets`) unless an up-to-date one exists, and return it
+    opened."""
+    return open_label_store(reader, cache_dir, build=True, force=force)
 
 
-def open_label_store(root: str, cache_dir: Optional[str] = None,
-                     tolerance_dir: Optional[str] = None, build: bool = True,
+def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build: bool = True,
                      force: bool = False) -> LabelStore:
-    """Open the store of ``root``; build it first when missing or stale and ``build`` is set."""
-    reader = GraspNetReader(root, tolerance_dir=tolerance_dir)  # a bad root fails before any write
+    """Open the store of ``reader``'s root and tolerance folder (a ``GraspNetReader``, made
+    before any write, so a bad root fails first); build it first when missing or stale and
+    ``build`` is set."""
+    root, tolerance_dir = reader.root, reader.tolerance_dir
     store = store_path_for(root, cache_dir, tolerance_dir)
 
     def build_into(tmp: str) -> dict:
@@ -324,9 +326,10 @@ def open_label_store(root: str, cache_dir: Optional[str] = None,
                                    'no scene_%04d/collision_labels.npz found')
         return _build_into(tmp, reader, scenes)
 
+    custom_tolerance = resolved_tolerance_dir(root, tolerance_dir) != resolved_tolerance_dir(root)
     hint = (f'Rebuild it with `python tools/data/build_label_store.py {os.path.abspath(root)}'
             f'{" --cache " + cache_dir if cache_dir else ""}'
-            f'{" --tolerance-dir " + tolerance_dir if tolerance_dir else ""}`')
+            f'{" --tolerance-dir " + tolerance_dir if custom_tolerance else ""}`')
     return open_or_build(store, 'label store', LabelStoreError, _read_manifest,
                          lambda manifest: stale_reason(manifest, root, tolerance_dir),
                          build_into, LabelStore, build=build, force=force, rebuild_hint=hint)

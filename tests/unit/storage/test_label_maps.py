@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.datasets import label_maps
-from mmgrasp.datasets.label_maps import LabelFileChanged, MapCache, open_map_limit
-from mmgrasp.datasets.label_store import build_label_store
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.storage import label_maps
+from mmgrasp.storage.label_maps import LabelFileChanged, MapCache, open_map_limit
+from mmgrasp.storage.label_store import build_label_store
 
 
 @pytest.fixture
 def store(synthetic_root, tmp_path):
-    return build_label_store(synthetic_root, str(tmp_path / 'cache'))
+    return build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
 
 
 def test_limit_follows_ulimit():
@@ -31,9 +32,10 @@ _LOWERED_LIMIT = textwrap.dedent('''
     import numpy as np, torch
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), hard))
-    from mmgrasp.datasets.label_maps import open_maps, open_map_limit
-    from mmgrasp.datasets.label_store import open_label_store
-    store = open_label_store(sys.argv[1], build=False)
+    from mmgrasp.datasets.graspnet_reader import GraspNetReader
+    from mmgrasp.storage.label_maps import open_maps, open_map_limit
+    from mmgrasp.storage.label_store import open_label_store
+    store = open_label_store(GraspNetReader(sys.argv[1]), build=False)
     files = [store.object_file(o, n) for o in store.objects
              for n in ('scores', 'widths', 'tolerance', 'self_collision', 'points')]
     files += [store.collision_file(s) for s in store.scenes]

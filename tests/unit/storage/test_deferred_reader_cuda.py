@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import mmgrasp.datasets.deferred_reader as deferred_reader
+import mmgrasp.storage.deferred_reader as deferred_reader
 from mmgrasp.structures.grasp_labels import gather_grids
 
 needs_cuda = [pytest.mark.cuda,

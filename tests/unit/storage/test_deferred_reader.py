@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.datasets.deferred_reader import StoreGrids
-from mmgrasp.datasets.label_maps import MapCache
-from mmgrasp.datasets.label_store import build_label_store
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.storage.deferred_reader import StoreGrids
+from mmgrasp.storage.label_maps import MapCache
+from mmgrasp.storage.label_store import build_label_store
 from mmgrasp.structures import gather_grids
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 
@@ -17,7 +18,7 @@ THREADS, ROUNDS = 8, 40
 
 @pytest.fixture
 def store(synthetic_root, tmp_path):
-    return build_label_store(synthetic_root, str(tmp_path / 'cache'))
+    return build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from mmgrasp.datasets.derived_assets import current_version
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.datasets.label_store import (LabelStoreError, build_label_store, open_label_store,
+from mmgrasp.storage.derived_assets import current_version
+from mmgrasp.storage.label_store import (LabelStoreError, build_label_store, open_label_store,
                                           pack_rows, store_path_for, unpack_rows)
 
 
@@ -26,7 +26,7 @@ def dataset_copy(synthetic_root, tmp_path) -> str:
 
 
 def test_store_equals_sources_bit_for_bit(synthetic_root, tmp_path):
-    store = build_label_store(synthetic_root, str(tmp_path))
+    store = build_label_store(GraspNetReader(synthetic_root), str(tmp_path))
     reader = GraspNetReader(synthetic_root)
     assert store.grid == (5, 3, 3)
     for obj, entry in store.objects.items():
@@ -68,12 +68,12 @@ def test_bit_order_is_little_and_round_trips_off_multiple_of_8():
 
 def test_open_without_store_refuses_with_rebuild_hint(synthetic_root, tmp_path):
     with pytest.raises(LabelStoreError, match='it does not exist.*build_label_store.py'):
-        open_label_store(synthetic_root, str(tmp_path), build=False)
+        open_label_store(GraspNetReader(synthetic_root), str(tmp_path), build=False)
 
 
 def test_stale_store_is_refused_or_rebuilt(dataset_copy, tmp_path):
     cache = str(tmp_path / 'cache')
-    store = build_label_store(dataset_copy, cache)
+    store = build_label_store(GraspNetReader(dataset_copy), cache)
     reader = GraspNetReader(dataset_copy)
     obj = min(store.objects)
     path = reader.grasp_label_path(obj)
@@ -82,30 +82,31 @@ def test_stale_store_is_refused_or_rebuilt(dataset_copy, tmp_path):
     arrays['scores'] = np.where(arrays['scores'] > 0, np.float32(0.5), arrays['scores'])
     np.savez(path, **arrays)
     with pytest.raises(LabelStoreError, match=f'source {path} changed'):
-        open_label_store(dataset_copy, cache, build=False)
-    rebuilt = open_label_store(dataset_copy, cache)
+        open_label_store(GraspNetReader(dataset_copy), cache, build=False)
+    rebuilt = open_label_store(GraspNetReader(dataset_copy), cache)
     np.testing.assert_array_equal(np.load(rebuilt.object_file(obj, 'scores')), arrays['scores'])
-    assert open_label_store(dataset_copy, cache, build=False).path == rebuilt.path != store.path
+    reopened = open_label_store(GraspNetReader(dataset_copy), cache, build=False)
+    assert reopened.path == rebuilt.path != store.path
     assert os.path.isfile(store.object_file(obj, 'scores'))  # still held by `store`: kept
     os.remove(reader.tolerance_path(obj))
     with pytest.raises(LabelStoreError, match='no longer exists'):
-        open_label_store(dataset_copy, cache, build=False)
+        open_label_store(GraspNetReader(dataset_copy), cache, build=False)
 
 
 def test_foreign_and_old_format_store_is_refused(dataset_copy, tmp_path):
     cache = str(tmp_path / 'cache')
-    store = build_label_store(dataset_copy, cache)
+    store = build_label_store(GraspNetReader(dataset_copy), cache)
     manifest_path = os.path.join(store.path, 'manifest.json')
     with open(manifest_path) as f:
         manifest = json.load(f)
     with open(manifest_path, 'w') as f:
         json.dump(dict(manifest, root='/elsewhere/graspnet'), f)
     with pytest.raises(LabelStoreError, match='built from /elsewhere/graspnet'):
-        open_label_store(dataset_copy, cache, build=False)
+        open_label_store(GraspNetReader(dataset_copy), cache, build=False)
     with open(manifest_path, 'w') as f:
         json.dump(dict(manifest, format_version=0), f)
     with pytest.raises(LabelStoreError, match='format version 0'):
-        open_label_store(dataset_copy, cache, build=False)
+        open_label_store(GraspNetReader(dataset_copy), cache, build=False)
 
 
 def test_unwritable_cache_is_named(synthetic_root, tmp_path):
@@ -113,18 +114,19 @@ def test_unwritable_cache_is_named(synthetic_root, tmp_path):
     blocker.write_text('a file where the cache folder should be')
     with pytest.raises(LabelStoreError, match='cannot write the label store under .*not_a_dir.*'
                                               'MMGRASP_CACHE'):
-        build_label_store(synthetic_root, str(blocker / 'cache'))
+        build_label_store(GraspNetReader(synthetic_root), str(blocker / 'cache'))
 
 
 _SLOW_BUILD = textwrap.dedent('''
     import sys, time
-    import mmgrasp.datasets.label_store as ls
+    import mmgrasp.storage.label_store as ls
+    from mmgrasp.datasets.graspnet_reader import GraspNetReader
     save = ls._save
     def slow_save(path, array):
         save(path, array)
         time.sleep(float(sys.argv[3]))
     ls._save = slow_save
-    ls.build_label_store(sys.argv[1], sys.argv[2])
+    ls.build_label_store(GraspNetReader(sys.argv[1]), sys.argv[2])
 ''')
 
 
@@ -146,10 +148,10 @@ def test_killed_build_leaves_no_usable_store(synthetic_root, tmp_path):
     assert current_version(store) is None
     assert glob.glob(os.path.join(store, 'tmp-*'))
     with pytest.raises(LabelStoreError, match='does not exist'):
-        open_label_store(synthetic_root, cache, build=False)
-    built = build_label_store(synthetic_root, cache)
+        open_label_store(GraspNetReader(synthetic_root), cache, build=False)
+    built = build_label_store(GraspNetReader(synthetic_root), cache)
     assert not glob.glob(os.path.join(store, 'tmp-*'))
-    assert open_label_store(synthetic_root, cache, build=False).path == built.path
+    assert open_label_store(GraspNetReader(synthetic_root), cache, build=False).path == built.path
     assert os.path.dirname(built.path) == store
 
 
@@ -159,7 +161,7 @@ def test_concurrent_builders_share_one_store(synthetic_root, tmp_path):
     outputs = [b.communicate(timeout=120)[0].decode() for b in builders]
     assert [b.returncode for b in builders] == [0, 0], outputs
     assert sum('label store: built' in o for o in outputs) == 1, outputs
-    store = open_label_store(synthetic_root, cache, build=False)
+    store = open_label_store(GraspNetReader(synthetic_root), cache, build=False)
     name = os.path.basename(store_path_for(synthetic_root, cache))
     assert sorted(os.listdir(cache)) == [name, name + '.lock']
     assert sorted(os.listdir(os.path.join(cache, name))) == [
@@ -178,39 +180,41 @@ def test_store_is_keyed_by_its_tolerance_folder(synthetic_root, tmp_path):
     file that changes (or appears) makes the store stale."""
     cache = str(tmp_path / 'cache')
     reader = GraspNetReader(synthetic_root)
-    default = open_label_store(synthetic_root, cache)
+    default = open_label_store(GraspNetReader(synthetic_root), cache)
     other = str(tmp_path / 'other_tolerance')
     _write_tolerance(other, reader, default.objects, 2)
-    served = open_label_store(synthetic_root, cache, tolerance_dir=other)
+    served = open_label_store(GraspNetReader(synthetic_root, tolerance_dir=other), cache)
     for obj in default.objects:
         levels = np.load(served.object_file(obj, 'tolerance'))
         np.testing.assert_array_equal(served.tolerance_radii(obj)[levels],
                                       reader.load_tolerance(obj) * 2)
-    assert open_label_store(synthetic_root, cache, build=False).path == default.path
+    assert open_label_store(GraspNetReader(synthetic_root), cache, build=False).path == default.path
     obj = min(default.objects)
     np.save(os.path.join(other, f'{obj:03d}_tolerance.npy'),
             (reader.load_tolerance(obj) * 3).astype(np.float32))
     with pytest.raises(LabelStoreError, match=f'{obj:03d}_tolerance.npy changed'):
-        open_label_store(synthetic_root, cache, tolerance_dir=other, build=False)
+        open_label_store(GraspNetReader(synthetic_root, tolerance_dir=other), cache, build=False)
     empty = str(tmp_path / 'no_tolerance')
     os.makedirs(empty)
-    bare = open_label_store(synthetic_root, cache, tolerance_dir=empty)
+    bare = open_label_store(GraspNetReader(synthetic_root, tolerance_dir=empty), cache)
     assert not any(entry.has_tolerance for entry in bare.objects.values())
     _write_tolerance(empty, reader, [obj], 1)
     with pytest.raises(LabelStoreError, match=f'{obj:03d}_tolerance.npy'):
-        open_label_store(synthetic_root, cache, tolerance_dir=empty, build=False)
-    assert open_label_store(synthetic_root, cache, tolerance_dir=empty).objects[obj].has_tolerance
+        open_label_store(GraspNetReader(synthetic_root, tolerance_dir=empty), cache, build=False)
+    bare_reader = GraspNetReader(synthetic_root, tolerance_dir=empty)
+    assert open_label_store(bare_reader, cache).objects[obj].has_tolerance
 
 
 _OLD_STORE_READER = textwrap.dedent('''
     import sys, time
     import numpy as np, torch
-    from mmgrasp.datasets.label_store import open_label_store
-    from mmgrasp.datasets.deferred_reader import StoreGrids
+    from mmgrasp.datasets.graspnet_reader import GraspNetReader
+    from mmgrasp.storage.deferred_reader import StoreGrids
+    from mmgrasp.storage.label_store import open_label_store
     from mmgrasp.structures.grasp_labels import ObjectGraspLabels
     from mmgrasp.structures import gather_grids
     root, cache, obj, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    store = open_label_store(root, cache, build=False)
+    store = open_label_store(GraspNetReader(root), cache, build=False)
     rows = np.arange(store.objects[obj].num_points, dtype=np.int32)
     scene = min(s for s, e in store.scenes.items() if obj in e.object_ids)
     record = StoreGrids(store=store.path, object_id=obj, rows=rows, grid=store.grid,
@@ -227,7 +231,7 @@ _OLD_STORE_READER = textwrap.dedent('''
     while not os.path.exists(go):
         time.sleep(0.02)
     assert read().tobytes() == first.tobytes()  # the maps of the old files are still valid
-    from mmgrasp.datasets.label_maps import open_maps
+    from mmgrasp.storage.label_maps import open_maps
     open_maps()._maps.clear()  # maps closed (ulimit) and reopened: the old files are still there
     assert read().tobytes() == first.tobytes(), 'the old store changed under a running job'
     print('old values kept', float(first.max()), flush=True)
@@ -238,7 +242,7 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     """Process 1 reads a store; a source changes; process 2 opens (and rebuilds) the store and
     reads the new values; process 1 keeps reading the old values, without LabelFileChanged."""
     cache = str(tmp_path / 'cache')
-    old = build_label_store(dataset_copy, cache)
+    old = build_label_store(GraspNetReader(dataset_copy), cache)
     obj = min(old.objects)
     go = str(tmp_path / 'go')
     first = subprocess.Popen([sys.executable, '-c', _OLD_STORE_READER, dataset_copy, cache,
@@ -252,8 +256,9 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     np.savez(path, **arrays)
     second = subprocess.run([sys.executable, '-c', textwrap.dedent('''
         import sys, numpy as np
-        from mmgrasp.datasets.label_store import open_label_store
-        store = open_label_store(sys.argv[1], sys.argv[2])
+        from mmgrasp.datasets.graspnet_reader import GraspNetReader
+        from mmgrasp.storage.label_store import open_label_store
+        store = open_label_store(GraspNetReader(sys.argv[1]), sys.argv[2])
         print(store.path, float(np.load(store.object_file(int(sys.argv[3]), 'scores')).max()))
         '''), dataset_copy, cache, str(obj)], capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr
@@ -266,7 +271,7 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     # the old version goes when nobody uses it any more: at the next build
     del old
     os.utime(path)
-    rebuilt = open_label_store(dataset_copy, cache)
+    rebuilt = open_label_store(GraspNetReader(dataset_copy), cache)
     folder = store_path_for(dataset_copy, cache)
     versions = [n for n in os.listdir(folder) if n.startswith('store-')]
     assert versions == [os.path.basename(rebuilt.path)], versions
