@@ -24,29 +24,15 @@ from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.engine.hooks import config_hash
 from mmgrasp.registry import HOOKS
 
+from _tiny_model import REPO, tiny_config
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 EPOCHS, BATCHES = 3, 3  # 6 synthetic frames in batches of 2
 RECIPES = ('gsnet_deferred.py', 'graspnet_baseline_deferred.py', 'scale_balanced_deferred.py')
 
-CONFIG = """
-_base_ = ['{repo}/configs/_base_/default_runtime.py', '{repo}/configs/_base_/schedules/adam_10e.py']
-custom_imports = dict(imports=['_tiny_model'], allow_failed_imports=False)
-model = dict(type='TinyGraspModel')
-train_dataloader = dict(
-    batch_size=2, num_workers=0, persistent_workers=False,
-    sampler=dict(type='EpochAwareSampler', shuffle=True),
-    collate_fn=dict(type='pseudo_collate'),
-    dataset=dict(type='GraspNetDataset', data_root='{root}', seed=3, pipeline=[
-        dict(type='LoadGraspScene', num_points=400),
-        dict(type='SampleGraspLabels', grids='deferred', min_points=10, min_object_points=20),
-        dict(type='RandomFlipRotateScene'),
-        dict(type='PackGraspInputs')]))
+SCHEDULE = """
 optim_wrapper = dict(optimizer=dict(lr=0.01))
 param_scheduler = [dict(type='ExponentialLR', gamma=0.5, by_epoch=True)]
-train_cfg = dict(max_epochs={epochs})
-default_hooks = dict(logger=dict(interval=1),
-                     checkpoint=dict(by_epoch=False, interval=2, max_keep_ckpts=-1))
 """
 
 
@@ -69,7 +55,7 @@ class RecordBatches(Hook):
 @pytest.fixture(scope='module')
 def config_file(synthetic_root, tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp('config') / 'tiny_grasp.py'
-    path.write_text(CONFIG.format(repo=REPO, root=synthetic_root, epochs=EPOCHS))
+    path.write_text(tiny_config(synthetic_root, EPOCHS, checkpoint_interval=2, extra=SCHEDULE))
     return str(path)
 
 
