@@ -16,6 +16,7 @@ import pytest
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A grid whose V·A·D (45) is not a multiple of 8, so packed collision rows end mid-byte.
 SMALL_GRID = (5, 3, 3)
 
@@ -146,6 +147,47 @@ def make_dataset(synthetic_root):
         return GraspNetDataset(root or synthetic_root, pipeline=pipeline, seed=3)
 
     return make
+
+
+@pytest.fixture(scope='session')
+def small_gsnet_files(synthetic_root, tmp_path_factory) -> Tuple[str, str]:
+    """(config, checkpoint) for the tools and APIs that load both (tools/test.py, the demo,
+    browse_dataset, GraspInferencer): configs/gsnet_demo.py shrunk to the session dataset's
+    5 x 3 x 3 grid, its train and test loaders on the session frames, and the initial weights
+    (seed 0)."""
+    import torch
+    from mmengine.config import Config
+
+    from mmgrasp.registry import MODELS, build_in_scope
+    from mmgrasp.utils import register_all_modules
+
+    tmp = tmp_path_factory.mktemp('small_gsnet')
+    config, checkpoint = str(tmp / 'small_gsnet.py'), str(tmp / 'init.pth')
+    with open(config, 'w') as f:
+        f.write(f"""
+_base_ = ['{REPO}/configs/gsnet_demo.py']
+model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
+             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
+             crop=dict(channels=(16, )), assigner=dict(num_views=5),
+             # the fingers of initial weights are narrow: a threshold that keeps some grasps
+             test_cfg=dict(collision_thresh=0.1))
+train_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{synthetic_root}', pipeline=[
+        dict(type='LoadGraspScene', num_points=1200, with_graspness=True),
+        dict(type='SampleGraspLabels', min_object_points=20, grids='dense'),
+        dict(type='RandomFlipRotateScene'),
+        dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness'))]))
+test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{synthetic_root}', split='train', pipeline=[
+        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
+        dict(type='PackGraspInputs', keys=('points', ),
+             meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
+""")
+    register_all_modules(False)
+    torch.manual_seed(0)
+    model = build_in_scope(MODELS, Config.fromfile(config).model)
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    return config, checkpoint
 
 
 @pytest.fixture(scope='session')
