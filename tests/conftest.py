@@ -1,4 +1,5 @@
-"""Shared fixtures: one small synthetic dataset per session, a private label-store cache.
+"""Shared fixtures: one small synthetic dataset per session (and a copy whose duplicated
+instances collide differently), a private label-store cache.
 
 The session dataset is read-only for tests: after every test, the files of each session
 dataset created so far are compared with their (size, mtime) at creation, and at the end of
@@ -7,12 +8,15 @@ naming the files. Copy the dataset to ``tmp_path`` before changing it.
 """
 import hashlib
 import os
-from typing import Dict, List, Tuple
+import shutil
+from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pytest
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A grid whose V·A·D (45) is not a multiple of 8, so packed collision rows end mid-byte.
 SMALL_GRID = (5, 3, 3)
 
@@ -29,6 +33,11 @@ def tree_stats(root: str) -> Dict[str, Tuple[int, int]]:
             st = os.stat(path)
             stats[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
     return stats
+
+
+def _read_only(root: str) -> None:
+    """Check ``root`` after every test (see ``_session_data_unchanged``)."""
+    _read_only_roots.append((root, tree_stats(root)))
 
 
 def tree_hashes(root: str) -> Dict[str, str]:
@@ -83,7 +92,7 @@ def synthetic_root(tmp_path_factory):
                             duplicates=1, seed=0, progress=False, max_label_width=0.14)
     from mmgrasp.datasets.graspness import generate_graspness
     generate_graspness(root)
-    _read_only_roots.append((root, tree_stats(root)))
+    _read_only(root)
     hashes = tree_hashes(root)
     yield root
     changed = changed_files(hashes, tree_hashes(root))
@@ -93,20 +102,92 @@ def synthetic_root(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def distinct_instances_root(synthetic_root, tmp_path_factory):
+    """A copy of the session dataset in which a neighbouring box blocks every free grasp (μ > 0,
+    no collision yet) of the duplicated model's second instance in scene 0: that instance's
+    mask (its ``arr_i`` of collision_labels.npz, the real format) gains those cells, graspness
+    follows. On the session data both instances only self-collide, so their masks
+    are equal and a store serving the first instance's collision rows to the second would pass
+    every check. Read-only, like the session dataset."""
+    from mmgrasp.datasets.graspness import generate_graspness
+    from mmgrasp.datasets.graspnet_reader import GraspNetReader
+
+    root = str(tmp_path_factory.mktemp('distinct_instances') / 'graspnet')
+    shutil.copytree(synthetic_root, root)
+    ids = list(GraspNetReader(root).load_meta(0, 0).object_ids)
+    first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
+    path = os.path.join(root, 'collision_label', 'scene_0000', 'collision_labels.npz')
+    with np.load(path) as npz:
+        masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
+    with np.load(os.path.join(root, 'grasp_label', f'{ids[second]:03d}_labels.npz')) as npz:
+        free = (npz['scores'] > 0) & ~masks[second]
+    masks[second] = masks[second] | free
+    assert not np.array_equal(masks[first], masks[second])
+    np.savez(path, *masks)
+    generate_graspness(root, scenes=[0], cache_dir=str(tmp_path_factory.mktemp('store')),
+                       overwrite=True)
+    _read_only(root)
+    return root
+
+
+@pytest.fixture(scope='session')
 def make_dataset(synthetic_root):
-    """Factory of GraspNetDataset on the synthetic data with a training-like pipeline."""
+    """Factory of GraspNetDataset on the synthetic data (or ``root``) with a training-like
+    pipeline."""
     from mmgrasp.datasets import GraspNetDataset
 
-    def make(grids: str, num_points: int = 1500, augment: bool = True, **label_options):
+    def make(grids: str, num_points: int = 1500, augment: bool = True,
+             root: Optional[str] = None, **label_options):
         pipeline = [dict(type='LoadGraspScene', num_points=num_points, with_graspness=True),
                     dict(type='SampleGraspLabels', grids=grids, min_points=10,
                          min_object_points=20, **label_options)]
         if augment:
             pipeline.append(dict(type='RandomFlipRotateScene'))
         pipeline.append(dict(type='PackGraspInputs'))
-        return GraspNetDataset(synthetic_root, pipeline=pipeline, seed=3)
+        return GraspNetDataset(root or synthetic_root, pipeline=pipeline, seed=3)
 
     return make
+
+
+@pytest.fixture(scope='session')
+def small_gsnet_files(synthetic_root, tmp_path_factory) -> Tuple[str, str]:
+    """(config, checkpoint) for the tools and APIs that load both (tools/test.py, the demo,
+    browse_dataset, GraspInferencer): configs/gsnet_demo.py shrunk to the session dataset's
+    5 x 3 x 3 grid, its train and test loaders on the session frames, and the initial weights
+    (seed 0)."""
+    import torch
+    from mmengine.config import Config
+
+    from mmgrasp.registry import MODELS, build_in_scope
+    from mmgrasp.utils import register_all_modules
+
+    tmp = tmp_path_factory.mktemp('small_gsnet')
+    config, checkpoint = str(tmp / 'small_gsnet.py'), str(tmp / 'init.pth')
+    with open(config, 'w') as f:
+        f.write(f"""
+_base_ = ['{REPO}/configs/gsnet_demo.py']
+model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
+             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
+             crop=dict(channels=(16, )), assigner=dict(num_views=5),
+             # the fingers of initial weights are narrow: a threshold that keeps some grasps
+             test_cfg=dict(collision_thresh=0.1))
+train_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{synthetic_root}', pipeline=[
+        dict(type='LoadGraspScene', num_points=1200, with_graspness=True),
+        dict(type='SampleGraspLabels', min_object_points=20, grids='dense'),
+        dict(type='RandomFlipRotateScene'),
+        dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness'))]))
+test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{synthetic_root}', split='train', pipeline=[
+        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
+        dict(type='PackGraspInputs', keys=('points', ),
+             meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
+""")
+    register_all_modules(False)
+    torch.manual_seed(0)
+    model = build_in_scope(MODELS, Config.fromfile(config).model)
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    return config, checkpoint
 
 
 @pytest.fixture(scope='session')

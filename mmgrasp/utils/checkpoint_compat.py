@@ -5,10 +5,16 @@ mmengine pickles its message hub (``HistoryBuffer`` with numpy arrays and scalar
 checkpoint. We allow-list exactly those globals. ``HistoryBuffer`` pickles its statistics as
 ``getattr(HistoryBuffer, 'min')``; the real ``getattr`` would let a checkpoint reach any
 attribute, so that name maps to a stand-in that allows only those statistics.
+
+Scale-Balanced-Grasp's OneCycleLR keeps its annealing function (a staticmethod) in its state,
+pickled as ``getattr(OneCycleParamScheduler, '_annealing_cos')``. The class name unpickles to a
+token, not the class (a checkpoint can neither call nor build a scheduler), from which the
+stand-in resolves only the two annealing functions.
 """
 import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
+from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 
 try:  # numpy >= 2
     from numpy._core.multiarray import _reconstruct, scalar
@@ -20,12 +26,31 @@ _NUMPY_TYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.ui
                 np.uint32, np.uint64, np.float16, np.float32, np.float64)
 
 
-def _history_buffer_getattr(obj, name):
-    """Stand-in for ``builtins.getattr`` inside checkpoints: HistoryBuffer statistics only."""
+class _ClassToken:
+    """What a checkpoint's reference to ``cls`` unpickles to: only ``names`` can be read from
+    it, through the getattr stand-in."""
+
+    def __init__(self, cls: type, names: frozenset):
+        self.cls, self.names = cls, names
+
+    def __repr__(self) -> str:
+        return f'<checkpoint token of {self.cls.__qualname__}>'
+
+
+_ONE_CYCLE = _ClassToken(OneCycleParamScheduler, frozenset({'_annealing_cos',
+                                                            '_annealing_linear'}))
+
+
+def _checkpoint_getattr(obj, name):
+    """Stand-in for ``builtins.getattr`` inside checkpoints: HistoryBuffer statistics and
+    OneCycle's annealing functions only."""
     if obj is HistoryBuffer and name in _HISTORY_BUFFER_STATISTICS:
         return getattr(obj, name)
+    if obj is _ONE_CYCLE and name in obj.names:
+        return getattr(obj.cls, name)
     raise RuntimeError(f'checkpoint asks for getattr({obj!r}, {name!r}); only HistoryBuffer '
-                       f'statistics {sorted(_HISTORY_BUFFER_STATISTICS)} are allowed')
+                       f'statistics {sorted(_HISTORY_BUFFER_STATISTICS)} and '
+                       f'OneCycleParamScheduler.{sorted(_ONE_CYCLE.names)} are allowed')
 
 
 MMENGINE_SAFE_GLOBALS = [
@@ -35,7 +60,8 @@ MMENGINE_SAFE_GLOBALS = [
     _reconstruct,
     scalar,
     *(type(np.dtype(t)) for t in _NUMPY_TYPES),
-    (_history_buffer_getattr, 'builtins.getattr'),
+    (_checkpoint_getattr, 'builtins.getattr'),
+    (_ONE_CYCLE, f'{OneCycleParamScheduler.__module__}.{OneCycleParamScheduler.__qualname__}'),
     # checkpoints written under numpy 1.x name the same functions by their old module
     (_reconstruct, 'numpy.core.multiarray._reconstruct'),
     (scalar, 'numpy.core.multiarray.scalar'),

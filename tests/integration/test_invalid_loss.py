@@ -14,28 +14,11 @@ from mmengine.runner import Runner
 from mmgrasp.engine.hooks import InvalidLossHook, NonFiniteLossError
 from mmgrasp.registry import HOOKS, MODELS
 
-from _tiny_model import TinyGraspModel
+from _tiny_model import TinyGraspModel, tiny_config
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POISONED_ITER = 3  # 1-based, as logged: the last batch of epoch 0 (3 batches of 2 frames)
 
-CONFIG = """
-_base_ = ['{repo}/configs/_base_/default_runtime.py', '{repo}/configs/_base_/schedules/adam_10e.py']
-model = dict(type='PoisonedGraspModel', poison_at={poison_at}, kind='{kind}')
-train_dataloader = dict(
-    batch_size=2, num_workers=0, persistent_workers=False,
-    sampler=dict(type='EpochAwareSampler', shuffle=True),
-    collate_fn=dict(type='pseudo_collate'),
-    dataset=dict(type='GraspNetDataset', data_root='{root}', seed=3, pipeline=[
-        dict(type='LoadGraspScene', num_points=400),
-        dict(type='SampleGraspLabels', grids='deferred', min_points=10, min_object_points=20),
-        dict(type='RandomFlipRotateScene'),
-        dict(type='PackGraspInputs')]))
-train_cfg = dict(max_epochs=2)
-default_hooks = dict(logger=dict(interval=1),
-                     checkpoint=dict(by_epoch=False, interval=1, max_keep_ckpts=-1))
-custom_hooks = [dict(type='ConfigHashHook'), dict(type='RecordFrames')]
-"""
+HOOKS_LINE = "custom_hooks = [dict(type='ConfigHashHook'), dict(type='RecordFrames')]\n"
 
 
 @MODELS.register_module(force=True)
@@ -79,7 +62,9 @@ def build_runner(synthetic_root, work_dir, kind, with_hook=True, **options) -> R
     path = os.path.join(work_dir, 'poisoned.py')
     os.makedirs(work_dir, exist_ok=True)
     with open(path, 'w') as f:
-        f.write(CONFIG.format(repo=REPO, root=synthetic_root, poison_at=POISONED_ITER, kind=kind))
+        f.write(tiny_config(synthetic_root, epochs=2, checkpoint_interval=1, extra=HOOKS_LINE,
+                            model=f"dict(type='PoisonedGraspModel', poison_at={POISONED_ITER}, "
+                                  f"kind='{kind}')"))
     cfg = Config.fromfile(path)
     cfg.merge_from_dict(dict(work_dir=work_dir, experiment_name=f'invalid_loss_{kind}_'
                              f'{os.path.basename(work_dir)}', **options))

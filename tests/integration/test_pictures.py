@@ -6,15 +6,11 @@ import os
 import cv2
 import numpy as np
 import pytest
-import torch
-from mmengine.config import Config
 
 from mmgrasp.apis.grasp_drawing import (GRIPPER_COLOUR, depth_colours, draw_scene,
                                         gripper_boxes, project)
 from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,36 +26,10 @@ demo = _load(os.path.join(REPO, 'demo', 'grasp_demo.py'))
 browse = _load(os.path.join(REPO, 'tools', 'analysis', 'browse_dataset.py'))
 
 
-def _config(path, root: str) -> str:
-    path.write_text(f"""
-_base_ = ['{REPO}/configs/gsnet_demo.py']
-model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
-             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
-             crop=dict(channels=(16, )), assigner=dict(num_views=5))
-train_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
-    data_root='{root}', pipeline=[
-        dict(type='LoadGraspScene', num_points=1200, with_graspness=True),
-        dict(type='SampleGraspLabels', min_object_points=20, grids='dense'),
-        dict(type='RandomFlipRotateScene'),
-        dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness'))]))
-test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
-    data_root='{root}', split='train', pipeline=[
-        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
-        dict(type='PackGraspInputs', keys=('points', ),
-             meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
-""")
-    return str(path)
-
-
 @pytest.fixture(scope='module')
-def frame_files(synthetic_root, tmp_path_factory):
+def frame_files(synthetic_root, small_gsnet_files, tmp_path_factory):
     tmp = tmp_path_factory.mktemp('pictures')
-    config = _config(tmp / 'small.py', synthetic_root)
-    register_all_modules(False)
-    torch.manual_seed(0)
-    checkpoint = str(tmp / 'init.pth')
-    model = build_in_scope(MODELS, Config.fromfile(config).model)
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    config, checkpoint = small_gsnet_files
     reader = GraspNetReader(synthetic_root, 'realsense')
     depth = reader.load_depth(0, 0)
     meta = reader.load_meta(0, 0)
@@ -86,8 +56,7 @@ def test_grasp_demo_draws_grippers_at_the_grasps(frame_files, tmp_path, rgb):
     out, saved = str(tmp_path / 'grasps.png'), str(tmp_path / 'grasps.npy')
     args = [frame_files['depth'], '--intrinsics', frame_files['K'], '--config',
             frame_files['config'], '--checkpoint', frame_files['checkpoint'], '--mask',
-            frame_files['mask'], '--out', out, '--top-k', '5', '--save-grasps', saved,
-            '--cfg-options', 'model.test_cfg.collision_thresh=0.1']
+            frame_files['mask'], '--out', out, '--top-k', '5', '--save-grasps', saved]
     assert demo.main(args + (['--rgb', frame_files['rgb']] if rgb else [])) == 0
     image = cv2.cvtColor(cv2.imread(out, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
     assert image.shape[:2] == frame_files['shape'] and os.path.getsize(out) > 1000

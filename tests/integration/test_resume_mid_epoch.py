@@ -24,28 +24,15 @@ from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.engine.hooks import config_hash
 from mmgrasp.registry import HOOKS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-EPOCHS, BATCHES = 3, 3  # 6 synthetic frames in batches of 2
+from _tiny_model import REPO, tiny_config
 
-CONFIG = """
-_base_ = ['{repo}/configs/_base_/default_runtime.py', '{repo}/configs/_base_/schedules/adam_10e.py']
-custom_imports = dict(imports=['_tiny_model'], allow_failed_imports=False)
-model = dict(type='TinyGraspModel')
-train_dataloader = dict(
-    batch_size=2, num_workers=0, persistent_workers=False,
-    sampler=dict(type='EpochAwareSampler', shuffle=True),
-    collate_fn=dict(type='pseudo_collate'),
-    dataset=dict(type='GraspNetDataset', data_root='{root}', seed=3, pipeline=[
-        dict(type='LoadGraspScene', num_points=400),
-        dict(type='SampleGraspLabels', grids='deferred', min_points=10, min_object_points=20),
-        dict(type='RandomFlipRotateScene'),
-        dict(type='PackGraspInputs')]))
+HERE = os.path.dirname(os.path.abspath(__file__))
+EPOCHS, BATCHES = 3, 3  # 6 synthetic frames in batches of 2
+RECIPES = ('gsnet_deferred.py', 'graspnet_baseline_deferred.py', 'scale_balanced_deferred.py')
+
+SCHEDULE = """
 optim_wrapper = dict(optimizer=dict(lr=0.01))
 param_scheduler = [dict(type='ExponentialLR', gamma=0.5, by_epoch=True)]
-train_cfg = dict(max_epochs={epochs})
-default_hooks = dict(logger=dict(interval=1),
-                     checkpoint=dict(by_epoch=False, interval=2, max_keep_ckpts=-1))
 """
 
 
@@ -68,7 +55,7 @@ class RecordBatches(Hook):
 @pytest.fixture(scope='module')
 def config_file(synthetic_root, tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp('config') / 'tiny_grasp.py'
-    path.write_text(CONFIG.format(repo=REPO, root=synthetic_root, epochs=EPOCHS))
+    path.write_text(tiny_config(synthetic_root, EPOCHS, checkpoint_interval=2, extra=SCHEDULE))
     return str(path)
 
 
@@ -161,6 +148,30 @@ def test_mid_epoch_resume_is_the_uninterrupted_run(reference, config_file, fetch
     assert_same_state(runner.model.state_dict(), ref['runner'].model.state_dict())
     assert_same_state(runner.optim_wrapper.state_dict(), ref['runner'].optim_wrapper.state_dict())
     assert_same_state([s.state_dict() for s in runner.param_schedulers],
+                      [s.state_dict() for s in ref['runner'].param_schedulers])
+
+
+@pytest.mark.parametrize('recipe', RECIPES)
+def test_resume_under_each_recipe_schedule(config_file, fetch_log, tmp_path_factory, recipe):
+    """Each shipped recipe's optimizer and parameter scheduler survive a mid-epoch checkpoint
+    read with torch.load's weights-only default (SBG's OneCycleLR pickles its annealing
+    function): the resumed run goes on as the uninterrupted one."""
+    recipe_cfg = Config.fromfile(os.path.join(REPO, 'configs', recipe))
+    schedule = dict(optim_wrapper=recipe_cfg.optim_wrapper,
+                    param_scheduler=recipe_cfg.param_scheduler)
+    name = os.path.splitext(recipe)[0]
+    ref = train(config_file, str(tmp_path_factory.mktemp(f'{name}_full')), fetch_log,
+                **schedule)
+    run = train(config_file, str(tmp_path_factory.mktemp(f'{name}_resumed')), fetch_log,
+                resume=True, load_from=os.path.join(ref['runner'].work_dir, 'iter_4.pth'),
+                **schedule)
+    built = [type(s).__name__ for s in run['runner'].param_schedulers]
+    assert built == [s['type'] for s in recipe_cfg.param_scheduler]
+    assert run['records'] == ref['records'][4:]
+    assert_same_state(run['runner'].model.state_dict(), ref['runner'].model.state_dict())
+    assert_same_state(run['runner'].optim_wrapper.state_dict(),
+                      ref['runner'].optim_wrapper.state_dict())
+    assert_same_state([s.state_dict() for s in run['runner'].param_schedulers],
                       [s.state_dict() for s in ref['runner'].param_schedulers])
 
 

@@ -1,9 +1,11 @@
 """mmengine 0.10.7 Runner checkpoints resume under torch >= 2.6 (``weights_only=True`` default).
 
 mmengine's loader calls ``torch.load(f, map_location=...)`` and the checkpoint holds the message
-hub (HistoryBuffer, numpy arrays, ``getattr(HistoryBuffer, 'min')``). ``import mmgrasp``
-allow-lists exactly that (mmgrasp/utils/checkpoint_compat.py); these tests show resume works
-with it, fails without it, and that the ``getattr`` stand-in refuses anything else.
+hub (HistoryBuffer, numpy arrays, ``getattr(HistoryBuffer, 'min')``), and SBG's OneCycleLR
+state its annealing function (``getattr(OneCycleParamScheduler, '_annealing_cos')``).
+``import mmgrasp`` allow-lists exactly that (mmgrasp/utils/checkpoint_compat.py); these tests
+show resume works with it, fails without it, and that the ``getattr`` stand-in refuses anything
+else (each recipe's schedule: test_resume_mid_epoch.py).
 """
 import io
 import os
@@ -17,6 +19,7 @@ import torch
 from mmengine.hooks import Hook
 from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
 from mmengine.model import BaseModel
+from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 from mmengine.visualization import Visualizer
@@ -162,24 +165,48 @@ def test_without_the_allow_list_the_checkpoint_is_refused(full_run):
     assert loaded.stdout.strip() == 'HistoryBuffer'
 
 
-class _GetattrOfHistoryBuffer:
-    """Pickles as ``getattr(HistoryBuffer, name)``, the way HistoryBuffer stores statistics."""
+class _Getattr:
+    """Pickles as ``getattr(owner, name)``, the way HistoryBuffer stores statistics (and
+    protocol-2 pickles store a staticmethod such as OneCycle's ``anneal_func``)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, owner, name: str):
+        self.owner, self.name = owner, name
 
     def __reduce__(self):
-        return getattr, (HistoryBuffer, self.name)
+        return getattr, (self.owner, self.name)
 
 
-def _saved(name: str) -> io.BytesIO:
+class _Call:
+    """Pickles as ``cls(*args)``."""
+
+    def __init__(self, cls, *args):
+        self.cls, self.args = cls, args
+
+    def __reduce__(self):
+        return self.cls, self.args
+
+
+def _saved(value) -> io.BytesIO:
     buffer = io.BytesIO()
-    torch.save({'stat': _GetattrOfHistoryBuffer(name)}, buffer)
+    torch.save({'stat': value}, buffer)
     buffer.seek(0)
     return buffer
 
 
 def test_getattr_stand_in_allows_statistics_only():
-    assert torch.load(_saved('min'), weights_only=True)['stat'] is HistoryBuffer.min
+    loaded = torch.load(_saved(_Getattr(HistoryBuffer, 'min')), weights_only=True)
+    assert loaded['stat'] is HistoryBuffer.min
     with pytest.raises((RuntimeError, pickle.UnpicklingError), match='register_statistics'):
-        torch.load(_saved('register_statistics'), weights_only=True)
+        torch.load(_saved(_Getattr(HistoryBuffer, 'register_statistics')), weights_only=True)
+
+
+def test_one_cycle_annealing_functions_only():
+    """OneCycle's annealing staticmethods load; nothing else of the class, and the class name
+    gives a checkpoint no scheduler to call."""
+    for name in ('_annealing_cos', '_annealing_linear'):
+        loaded = torch.load(_saved(_Getattr(OneCycleParamScheduler, name)), weights_only=True)
+        assert loaded['stat'] is getattr(OneCycleParamScheduler, name)
+    with pytest.raises((RuntimeError, pickle.UnpicklingError), match="'step'"):
+        torch.load(_saved(_Getattr(OneCycleParamScheduler, 'step')), weights_only=True)
+    with pytest.raises((TypeError, pickle.UnpicklingError), match='not callable'):
+        torch.load(_saved(_Call(OneCycleParamScheduler, None, 'lr')), weights_only=True)

@@ -6,46 +6,20 @@ import sys
 import cv2
 import numpy as np
 import pytest
-import torch
-from mmengine.config import Config
 
 from mmgrasp.apis import GraspInferencer
 from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.evaluation.functional import grasp_nms
-from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def small_config(path, root: str) -> str:
-    path.write_text(f"""
-_base_ = ['{REPO}/configs/gsnet_demo.py']
-model = dict(num_seeds=32, num_views=5, num_angles=3, num_depths=3,
-             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
-             crop=dict(channels=(16, )), assigner=dict(num_views=5),
-             # the fingers of initial weights are narrow: a threshold that keeps some grasps
-             test_cfg=dict(collision_thresh=0.1))
-test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
-    data_root='{root}', split='train', pipeline=[
-        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
-        dict(type='PackGraspInputs', keys=('points', ),
-             meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
-""")
-    return str(path)
-
-
 @pytest.fixture(scope='module')
-def setup(synthetic_root, tmp_path_factory):
+def setup(small_gsnet_files, tmp_path_factory):
     """A small config, an initialised checkpoint and tools/test.py's dump with them."""
     tmp = tmp_path_factory.mktemp('inferencer')
-    config = small_config(tmp / 'small_gsnet.py', synthetic_root)
-    register_all_modules(False)
-    torch.manual_seed(0)
-    model = build_in_scope(MODELS, Config.fromfile(config).model)
-    checkpoint = str(tmp / 'init.pth')
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    config, checkpoint = small_gsnet_files
     dump = str(tmp / 'dump')
     out = subprocess.run([sys.executable, 'tools/test.py', config, checkpoint, '--dump-only',
                           '--dump', dump, '--work-dir', str(tmp / 'work')], cwd=REPO,

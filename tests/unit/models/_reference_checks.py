@@ -83,6 +83,12 @@ def raw_frames(root: str, batch: dict, collision: str = 'zero_scores') -> List[l
                                                      batch['aug'])]
 
 
+def duplicated_instances(root: str, scene: int = 0) -> List[int]:
+    """Meta positions of the model present twice in ``scene`` (cls_indexes of frame 0)."""
+    _, ids = RawDataset(root).meta(scene, 0)
+    return [i for i in range(len(ids)) if (ids == ids[i]).sum() > 1]
+
+
 def build_assigner(method: str, min_views: Optional[int] = None):
     cfg = dict(recipe_config(method).model.assigner, num_views=V)
     if method == 'sbg':

@@ -17,6 +17,7 @@ OPTIONS = ('all_view_widths', 'with_tolerance', 'view_graspness', 'gsnet_score_n
            'distance_cutoff')
 FRAMES = [(0, 0), (0, 2), (1, 4)]  # scene 0 frames hold one model twice
 NUM_SEEDS = 48
+BRUTE_FORCE_FRAMES = [(0, 0), (1, 2), (1, 4)]  # frame 2 of scene 0 has seeds on both twins
 NUM_VIEWS = 5
 
 
@@ -120,36 +121,61 @@ def _fibonacci_views(n):
     return np.stack([r * np.cos(2 * np.pi * i * phi), r * np.sin(2 * np.pi * i * phi), z], -1)
 
 
-def test_against_brute_force_from_npz(synthetic_root, batches):
-    inputs, seeds, top_view = batches['deferred']
+def _meta_instances(meta, poses, object_ids):
+    """Meta position of each label of one frame, from its (augmented) pose alone: a model
+    present once fixes the frame's augmentation M = R_label R_meta^T, and each label is the
+    instance of its model whose meta pose M maps onto the label's pose."""
+    ids = list(meta.object_ids)
+    once = next(k for k, o in enumerate(object_ids) if ids.count(o) == 1)
+    m = poses[once][:, :3] @ meta.poses[ids.index(object_ids[once])][:, :3].T.astype(np.float64)
+    instances = []
+    for pose, obj in zip(poses, object_ids):
+        error = np.array([np.abs(m @ meta.poses[i] - pose).max() if ids[i] == obj else np.inf
+                          for i in range(len(ids))])
+        best = int(np.argmin(error))
+        assert error[best] < 1e-5 and (np.sort(error)[1:] > 1e-3).all(), error
+        instances.append(best)
+    return instances
+
+
+def test_against_brute_force_from_npz(make_dataset, distinct_instances_root):
+    """On the copy whose duplicated instances collide differently (tests/conftest.py): the
+    nearest label point, view re-indexing, μ with the instance's collisions zeroed and widths,
+    from the raw files; the instance is found by pose, not by the record's collision_offset."""
+    root = distinct_instances_root
+    dataset = make_dataset('deferred', tolerance=True, root=root)
+    data = pseudo_collate([dataset[i] for i in BRUTE_FORCE_FRAMES])
+    frames = [(s.metainfo['scene'], s.metainfo['frame']) for s in data['data_samples']]
+    inputs = GraspDataPreprocessor()(data, training=True)['inputs']
+    seeds, top_view = _seeds_and_views(inputs)
     labels = inputs['grasp_labels']
     matched = _run(NearestLabelAssigner(num_views=NUM_VIEWS, all_view_widths=True),
                    inputs, seeds, top_view)
-    reader = GraspNetReader(synthetic_root)
+    reader = GraspNetReader(root)
     views = _fibonacci_views(NUM_VIEWS)
-    checked = 0
-    for b in range(len(FRAMES)):
+    checked = told_apart = 0
+    for b, (scene, frame) in enumerate(frames):
         frame_objects = [o for o in range(labels.num_objects) if labels.object_frame[o] == b]
+        poses = [labels.poses[o].double().numpy() for o in frame_objects]
+        meta = reader.load_meta(scene, frame)
+        instance_of = dict(zip(frame_objects, _meta_instances(
+            meta, poses, [labels.objects[o].object_id for o in frame_objects])))
         candidates = []  # (camera point, object index, row)
-        for o in frame_objects:
-            pose = labels.poses[o].double().numpy()
+        for o, pose in zip(frame_objects, poses):
             points = labels.objects[o].points.double().numpy() @ pose[:, :3].T + pose[:, 3]
             candidates += [(p, o, r) for r, p in enumerate(points)]
         camera = np.stack([c[0] for c in candidates])
-        for s in range(0, NUM_SEEDS, 7):
+        for s in range(NUM_SEEDS):
             seed = seeds[b, s].double().numpy()
             nearest = int(np.argmin(((camera - seed) ** 2).sum(1)))
             _, o, r = candidates[nearest]
             assert (matched.object_index[b, s], matched.row[b, s]) == (o, r)
-            record = labels.objects[o].deferred
-            file_row = int(record.rows[r])
-            label = reader.load_grasp_label(record.object_id)
-            scene = record.scene
-            instance = list(GraspNetReader(synthetic_root).load_meta(scene, 0).object_ids)
-            offsets = np.cumsum([0] + [len(reader.load_grasp_label(i)['points'])
-                                       for i in instance])
-            collision = reader.load_collision(scene)[
-                int(np.flatnonzero(offsets == record.collision_offset)[0])][file_row]
+            object_id = labels.objects[o].object_id
+            label = reader.load_grasp_label(object_id)
+            file_row, = np.flatnonzero((label['points'] == labels.objects[o].points[r].numpy())
+                                       .all(1))  # the npz row of this label point
+            masks = reader.load_collision(scene)
+            collision = masks[instance_of[o]][file_row]
             mu = label['scores'][file_row].copy()
             mu[collision] = 0
             rotation = labels.poses[o][:, :3].double().numpy()
@@ -161,4 +187,9 @@ def test_against_brute_force_from_npz(synthetic_root, batches):
             assert matched.widths[b, s].numpy().tobytes() == \
                 label['widths'][file_row][object_view].tobytes()
             checked += 1
-    assert checked >= 15
+            twins = [i for i, m in enumerate(meta.object_ids)
+                     if m == object_id and i != instance_of[o]]
+            told_apart += any((masks[i][file_row][object_view] != collision[object_view]).any()
+                              for i in twins)
+    assert checked == len(BRUTE_FORCE_FRAMES) * NUM_SEEDS
+    assert told_apart  # seeds where reading the twin instance's collision rows would show

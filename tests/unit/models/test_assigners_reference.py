@@ -2,7 +2,8 @@
 Scale-Balanced-Grasp; dense and deferred grids) equals a plain numpy reference written from the
 published rules and reading the raw files (``_reference_labels``); ``collision='mask'`` gives
 the targets of ``'zero_scores'``; and formula mutants of the assigners, the label store and the
-losses are caught by these comparisons (``test_mutations_are_caught``)."""
+losses are caught by these comparisons (``test_mutations_are_caught``, on the dataset copy whose
+duplicated instances collide differently, ``distinct_instances_root``)."""
 import importlib
 import inspect
 import textwrap
@@ -191,21 +192,34 @@ def run_reference_checks(root: str, cache_dir: str) -> None:
     checks.check_assigner(root, 'bl', 'deferred', cache_dir, collision='mask')
 
 
-def test_reference_checks_pass_unmutated(synthetic_root, tmp_path):
-    run_reference_checks(synthetic_root, str(tmp_path))
+def test_distinct_instances_copy_tells_them_apart(distinct_instances_root, tmp_path):
+    """The premise of the copy the mutants run on (tests/conftest.py): seeds of the checked
+    batch match the duplicated model's second instance at cells whose collision flags differ
+    from the first instance's."""
+    root = distinct_instances_root
+    _, ref, batch = checks.check_assigner(root, 'bl', 'deferred', str(tmp_path))
+    frames = checks.raw_frames(root, batch)
+    objects = [(scene, o) for (scene, _), f in zip(batch['frames'], frames) for o in f]
+    first, second = checks.duplicated_instances(root)
+    first_masks = checks.RawDataset(root).collision(0)[first]
+    differ = []
+    for b in range(len(frames)):
+        for s, k in enumerate(ref['object_index'][b].tolist()):
+            scene, o = objects[k]
+            if scene == 0 and o.instance == second:
+                r, views = ref['row'][b, s], ref['view_index'][b, s]
+                differ.append((first_masks[o.rows[r]][views] != o.collision[r][views]).any())
+    assert any(differ), f'{len(differ)} seeds matched the second instance, none where the ' \
+                        f'instances differ'
 
 
-#: Not caught on the physics-based synthetic labels (scene collisions only where μ > 0): the two
-#: instances of the duplicated model agree at every matched cell the checks reach. Open work.
-NOT_CAUGHT_YET = {"duplicated model's second instance reads the first instance's collision rows"}
+def test_reference_checks_pass_unmutated(distinct_instances_root, tmp_path):
+    run_reference_checks(distinct_instances_root, str(tmp_path))
 
 
-@pytest.mark.parametrize('mutant', [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason='not caught on the physics '
-                                               'labels yet: both instances agree where matched'))
-    if name in NOT_CAUGHT_YET else name for name in MUTANTS])
-def test_mutations_are_caught(synthetic_root, tmp_path, monkeypatch, mutant):
+@pytest.mark.parametrize('mutant', list(MUTANTS))
+def test_mutations_are_caught(distinct_instances_root, tmp_path, monkeypatch, mutant):
     MUTANTS[mutant](monkeypatch)
     # a private label store: mutants of the store's build (widths) must not reach other tests
     with pytest.raises(AssertionError):
-        run_reference_checks(synthetic_root, str(tmp_path))
+        run_reference_checks(distinct_instances_root, str(tmp_path))

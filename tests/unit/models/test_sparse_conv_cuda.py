@@ -7,12 +7,12 @@ import os
 import pytest
 import torch
 
+from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
 from mmgrasp.models.layers import SparseConv3d, SparseConvTranspose3d, voxelize
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]
-SMALL = dict(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
 
 
 @pytest.fixture(autouse=True)
@@ -27,22 +27,12 @@ def _full_float32_and_cublas_workspace(monkeypatch):
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
-def _clouds(batch=2, n=3000, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    uv = torch.rand(batch, n // 2, 2, generator=gen) * 0.3 - 0.15
-    table = torch.cat([uv, 0.6 + 0.3 * uv[..., 1:]], dim=-1)
-    d = torch.randn(batch, n - n // 2, 3, generator=gen)
-    d = d / d.norm(dim=-1, keepdim=True)
-    d[..., 2] = -d[..., 2].abs()
-    return torch.cat([table, torch.tensor([0.0, 0.0, 0.56]) + 0.05 * d], dim=1)
-
-
 def _conv_chain(device: str):
     """Submanifold, strided and transposed convolutions with their gradients."""
     torch.manual_seed(0)
     convs = [SparseConv3d(4, 8, 3), SparseConv3d(8, 16, 2, stride=2),
              SparseConvTranspose3d(16, 8, 2, stride=2)]
-    points = _clouds(n=2000).to(device)
+    points = table_and_hemisphere(n=2000).to(device)
     feats = torch.randn(2, 2000, 4, generator=torch.Generator().manual_seed(1)).to(device)
     feats.requires_grad_(True)
     x, _ = voxelize(points, 0.01, feats)
@@ -70,8 +60,8 @@ def _unet_run(device: str, net: SparseUNet14, points, feats):
 
 def test_sparse_unet_on_cuda_matches_the_cpu():
     torch.manual_seed(0)
-    net = SparseUNet14(**SMALL)
-    points = _clouds(seed=1)
+    net = SparseUNet14(**SMALL_UNET)
+    points = table_and_hemisphere(seed=1)
     feats = torch.rand(2, 3000, 3, generator=torch.Generator().manual_seed(2))
     cpu, cuda = _unet_run('cpu', net, points, feats), _unet_run('cuda', net, points, feats)
     torch.testing.assert_close(cuda[0].cpu(), cpu[0], rtol=1e-3, atol=1e-4)
@@ -82,8 +72,8 @@ def test_sparse_unet_on_cuda_matches_the_cpu():
 
 def test_sparse_unet_bit_repeatable_under_deterministic_algorithms():
     torch.manual_seed(0)
-    net = SparseUNet14(**SMALL)
-    points = _clouds(seed=3)
+    net = SparseUNet14(**SMALL_UNET)
+    points = table_and_hemisphere(seed=3)
     feats = torch.rand(2, 3000, 3, generator=torch.Generator().manual_seed(4))
     torch.use_deterministic_algorithms(True)
     try:

@@ -1,28 +1,16 @@
 """SparseUNet14: shapes, gradients, CPU determinism, registry."""
 import torch
 
+from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
 from mmgrasp.registry import MODELS
-
-SMALL = dict(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
-
-
-def _clouds(batch=2, n=3000, seed=0):
-    """A tilted table patch with a hemisphere on it, ~0.3 m wide, 0.6 m from the camera."""
-    gen = torch.Generator().manual_seed(seed)
-    uv = torch.rand(batch, n // 2, 2, generator=gen) * 0.3 - 0.15
-    table = torch.cat([uv, 0.6 + 0.3 * uv[..., 1:]], dim=-1)
-    d = torch.randn(batch, n - n // 2, 3, generator=gen)
-    d = d / d.norm(dim=-1, keepdim=True)
-    d[..., 2] = -d[..., 2].abs()
-    return torch.cat([table, torch.tensor([0.0, 0.0, 0.56]) + 0.05 * d], dim=1)
 
 
 def test_forward_shape_and_gradients():
     torch.manual_seed(0)
-    net = MODELS.build(dict(type='SparseUNet14', **SMALL))
+    net = MODELS.build(dict(type='SparseUNet14', **SMALL_UNET))
     assert isinstance(net, SparseUNet14)
-    points = _clouds()
+    points = table_and_hemisphere()
     out = net(points)
     assert out.shape == (2, 24, 3000) and out.is_contiguous()
     out.square().mean().backward()
@@ -37,11 +25,11 @@ def test_forward_shape_and_gradients():
 
 
 def test_deterministic_on_cpu():
-    points = _clouds(seed=1)
+    points = table_and_hemisphere(seed=1)
     runs = []
     for _ in range(2):
         torch.manual_seed(0)
-        net = SparseUNet14(**SMALL)
+        net = SparseUNet14(**SMALL_UNET)
         out = net(points, torch.ones(2, 3000, 3))
         out.square().mean().backward()
         runs.append((out.detach(), [p.grad for p in net.parameters()]))
@@ -53,15 +41,15 @@ def test_eval_mode_and_default_channels():
     net = SparseUNet14(layers=(1, 1, 1, 1, 1, 1, 1, 1)).eval()
     assert net.head.out_channels == 512 and net.stem[0].kernel_size == 5
     with torch.no_grad():
-        out = net(_clouds(batch=1, n=500))
+        out = net(table_and_hemisphere(batch=1, n=500))
     assert out.shape == (1, 512, 500) and torch.isfinite(out).all()
 
 
 def test_runs_under_autocast():
     """Mixed precision (here CPU bfloat16) leaves the sparse convs in float32."""
-    net = SparseUNet14(**SMALL)
+    net = SparseUNet14(**SMALL_UNET)
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        out = net(_clouds(batch=1, n=800))
+        out = net(table_and_hemisphere(batch=1, n=800))
     assert out.dtype == torch.float32
     out.square().mean().backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in net.parameters())
