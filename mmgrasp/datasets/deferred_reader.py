@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mmgrasp.storage import is_url, read_url_rows
 from .label_maps import open_maps
 from .label_store import COLLISION_BITORDER, zero_where
 
@@ -208,7 +209,11 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
     """Copy rows ``keys`` of files ``paths[file_ids]`` (sorted by file, then key) into ``out``.
 
     Each file is viewed as (rows, *row_shape); with views the row is one view's (A, D) block.
+    Files addressed by URL (a published store) are read by :func:`read_url_rows`: planned,
+    coalesced, concurrent range requests and a local block cache.
     """
+    if len(paths) and is_url(paths[0]):
+        return read_url_rows(paths, file_ids, keys, row_shape, out)
     global _map_copy_seconds
     begin = time.perf_counter()
     bounds = np.flatnonzero(np.diff(file_ids)) + 1

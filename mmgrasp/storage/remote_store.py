@@ -119,11 +119,11 @@ class RemoteStore:
     """One opened remote store version (see :func:`open_remote_store`)."""
 
     def __init__(self, url: str, manifest: dict, cache_folder: str, options: RemoteOptions,
-                 source):
+                 source, offline: bool = False):
         self.url, self.manifest, self.options = url, manifest, options
-        self.source = source
-        self.cache = BlockCache(os.path.join(cache_folder, 'blocks'), options.cache_bytes,
-                                options.block_size)
+        self.source, self.offline = source, offline
+        self.cache = None if offline else BlockCache(os.path.join(cache_folder, 'blocks'),
+                                                     options.cache_bytes, options.block_size)
         self.mirror = os.path.join(cache_folder, 'mirror')
         self.stats = ReadStats()
         self._store_id = manifest['store_id']
@@ -151,7 +151,7 @@ class RemoteStore:
             return f
 
     def _check_process(self, what: str) -> None:
-        if os.getpid() != self._pid:
+        if self.offline or os.getpid() != self._pid:
             raise RemoteStoreError(
                 f'{what}: remote label store {self.url} is read by the process that opened it '
                 f'(the training process); a loader worker never touches the network — it reads '
@@ -404,12 +404,39 @@ def resolve_version(url: str, source, options: RemoteOptions) -> str:
     return join_url(url, name.decode().strip())
 
 
+def _opened_index(url: str, cache_dir: str) -> str:
+    digest = hashlib.sha1(url.rstrip('/').encode()).hexdigest()[:16]
+    return os.path.join(cache_dir, 'remote-opened', f'{digest}.json')
+
+
+def _open_offline(url: str, cache_dir: str, opts: RemoteOptions) -> RemoteStore:
+    """The store as the training process last opened it, from the local mirror alone."""
+    index = _opened_index(url, cache_dir)
+    try:
+        with open(index) as f:
+            opened = json.load(f)
+        with open(os.path.join(opened['folder'], 'mirror', MANIFEST)) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError, KeyError) as exc:
+        raise RemoteStoreError(f'{url}: a loader worker opens a remote store from the local '
+                               f'mirror the training process made ({index}: {exc}); open the '
+                               f'store in the training process before workers start') from exc
+    return RemoteStore(opened['version'], manifest, opened['folder'], opts, None, offline=True)
+
+
 def open_remote_store(url: str, cache_dir: str, options: Optional[dict] = None,
-                      storage_options: Optional[dict] = None) -> RemoteStore:
+                      storage_options: Optional[dict] = None,
+                      offline: bool = False) -> RemoteStore:
     """Open (once a process) the store published at ``url``: read its manifest, copy the small
     files workers read into the local mirror, and return the reader whose block cache lives
-    under ``cache_dir``."""
+    under ``cache_dir``. ``offline`` (a loader worker) opens what the training process opened,
+    from the mirror, without any request; such a store refuses to fetch."""
     opts = RemoteOptions.from_dict(options)
+    if offline:
+        store = _open_offline(url, cache_dir, opts)
+        with _opened_lock:
+            _opened[(store.url, os.path.abspath(cache_dir))] = store
+        return store
     source = open_source(url, timeout=opts.timeout, storage_options=storage_options)
     version = resolve_version(url, source, opts)
     key = (version, os.path.abspath(cache_dir))
@@ -435,6 +462,8 @@ def open_remote_store(url: str, cache_dir: str, options: Optional[dict] = None,
     folder = os.path.join(cache_dir, f'remote-{digest}-{manifest["store_id"]}')
     store = RemoteStore(version, manifest, folder, opts, source)
     store._mirror_files()
+    _write_atomic(_opened_index(url, cache_dir),
+                  json.dumps(dict(url=url, version=version, folder=folder)).encode())
     with _opened_lock:
         _opened[key] = store
     return store
