@@ -144,6 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
         if expected and expected != tag:
             return self._answer(path, byte_range, 412, b'precondition failed')
         status = 206 if byte_range else 200
+        short = fault is not None and fault.kind == 'short'
+        # logged before answering: a client that has its answer finds it in the log
+        self._record(path, byte_range, status, len(body) // 2 if short else len(body))
         self.send_response(status)
         self.send_header('Content-Length', str(len(body)))
         self.send_header('ETag', tag)
@@ -151,10 +154,9 @@ class _Handler(BaseHTTPRequestHandler):
         if byte_range:
             self.send_header('Content-Range', f'bytes {byte_range[0]}-{byte_range[1] - 1}/{size}')
         self.end_headers()
-        if fault is not None and fault.kind == 'short':
+        if short:
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
-            self._record(path, byte_range, status, len(body) // 2)
             self.connection.shutdown(socket.SHUT_WR)  # end of stream: fewer bytes than announced
             self.close_connection = True
             return
@@ -162,14 +164,13 @@ class _Handler(BaseHTTPRequestHandler):
             chunk = body[begin:begin + _CHUNK]
             state.throttle(len(chunk))
             self.wfile.write(chunk)
-        self._record(path, byte_range, status, len(body))
 
     def _answer(self, path, byte_range, status: int, text: bytes) -> None:
+        self._record(path, byte_range, status, len(text))
         self.send_response(status)
         self.send_header('Content-Length', str(len(text)))
         self.end_headers()
         self.wfile.write(text)
-        self._record(path, byte_range, status, len(text))
 
 
 class _Server(ThreadingHTTPServer):

@@ -19,6 +19,7 @@ read further (:class:`~.remote_source.RemoteFileChanged`, its cached blocks drop
 names the URL and the byte range. A block reaches the cache only from an answer that passed
 every check.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -49,7 +50,7 @@ class RemoteOptions:
 
     Attributes:
         gap: missing blocks less than this many bytes apart are fetched in one range request.
-        block_size: bytes per cache block (the unit fetched and cached).
+        block_size: bytes per cache block (the unit fetched, cached and checked).
         cache_bytes: byte budget of the local block cache (least recently used out).
         concurrency: range requests in flight at once.
         read_ahead: also fetch every file touched, whole, in the background, while the files
@@ -60,7 +61,7 @@ class RemoteOptions:
         max_request_bytes: longest single range request (longer ranges are split).
     """
     gap: int = 256 * KIB
-    block_size: int = 64 * KIB
+    block_size: int = 4 * KIB
     cache_bytes: int = 16 * GIB
     concurrency: int = 32
     read_ahead: bool = False
@@ -222,21 +223,11 @@ class RemoteStore:
         self.cache.record_version(f.key, f.url, fetched.tag)  # before any block is stored
         return fetched.data
 
-    def _fetch_blocks(self, f: _File, first: int, stop_block: int) -> Dict[int, bytes]:
-        """Fetch blocks [first, stop_block) of ``f`` in one range, cache and return them."""
+    def _fetch_blocks(self, f: _File, first: int, stop_block: int) -> None:
+        """Fetch blocks [first, stop_block) of ``f`` in one range into the block cache."""
         bs = self.options.block_size
-        start, stop = first * bs, min(stop_block * bs, f.size)
-        data = self._fetch(f, start, stop)
-        blocks = {}
-        for index in range(first, stop_block):
-            block = data[(index - first) * bs:(index - first + 1) * bs]
-            try:
-                self.cache.put(f.key, index, block)
-            except FileNotFoundError as exc:  # another answer found the file replaced
-                raise RemoteFileChanged(f.url, start, stop, 'the file was replaced on the '
-                                        'server while this range was read') from exc
-            blocks[index] = block
-        return blocks
+        data = self._fetch(f, first * bs, min(stop_block * bs, f.size))
+        self.cache.write(f.key, self.cache.file(f.key, f.size), first, data)
 
     def _ranges(self, missing: np.ndarray, gap: Optional[int] = None) -> List[Tuple[int, int]]:
         """Missing block indices (sorted) -> [first, stop) block ranges: blocks fewer than
@@ -254,10 +245,6 @@ class RemoteStore:
                 ranges.append((begin, min(begin + longest, stop)))
         return ranges
 
-    def _block_nbytes(self, f: _File, index: int) -> int:
-        bs = self.options.block_size
-        return min(bs, f.size - index * bs)
-
     # ------------------------------------------------------------------------ rows
     def read_rows(self, paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray,
                   row_shape: tuple, out: np.ndarray) -> None:
@@ -266,65 +253,41 @@ class RemoteStore:
         if not len(file_ids):
             return
         self._check_process(paths[file_ids[0]])
-        bs = self.options.block_size
         row_bytes = int(np.prod(row_shape)) * out.dtype.itemsize
-        out_bytes = out.reshape(len(out), -1).view(np.uint8)
         bounds = np.flatnonzero(np.diff(file_ids)) + 1
-        segments = []
-        for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
-            if start == stop:
-                continue
-            f = self._file(paths[file_ids[start]])
-            rows = (f.size - f.offset) // row_bytes if row_bytes else 0
-            segment = keys[start:stop].astype(np.int64)
-            if segment[-1] >= rows:
-                raise IndexError(f'{f.url}: row {segment[-1]} requested but the file has {rows} '
-                                 f'rows of {row_shape}; the label store does not match this '
-                                 f'record')
-            first_byte = f.offset + segment * row_bytes
-            first = first_byte // bs
-            last = (first_byte + row_bytes - 1) // bs
-            counts = last - first + 1
-            within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-            blocks = np.unique(np.repeat(first, counts) + within)
-            segments.append((f, start, stop, segment, blocks))
-            self._maybe_read_ahead(f)
-        # cached blocks from disk, missing ones in coalesced ranges, all files at once
-        have: Dict[Tuple[str, int], bytes] = {}
-        jobs = []
-        for f, _, _, _, blocks in segments:
-            missing = []
-            for index in blocks.tolist():
-                data = self.cache.get(f.key, index, self._block_nbytes(f, index))
-                if data is None:
-                    missing.append(index)
-                else:
-                    have[(f.key, index)] = data
-            with self._lock:
-                self.stats.blocks_from_cache += len(blocks) - len(missing)
-            for first, stop_block in self._ranges(np.array(missing, dtype=np.int64)):
-                jobs.append((f, self._pool_submit(self._fetch_blocks, f, first, stop_block)))
-        wait([job for _, job in jobs])
-        for f, job in jobs:  # the first failure, named by its URL and range
-            have.update({(f.key, i): b for i, b in job.result().items()})
-        # every row lies within one span of consecutive needed blocks
-        for f, start, stop, segment, blocks in segments:
-            first_byte = f.offset + segment * row_bytes
-            breaks = np.flatnonzero(np.diff(blocks) > 1) + 1
-            span_start = blocks[np.r_[0, breaks]] * bs
-            span_of_row = np.searchsorted(span_start, first_byte, side='right') - 1
-            cuts = np.searchsorted(span_of_row, np.arange(len(span_start) + 1))
-            for s, span in enumerate(np.split(blocks, breaks)):
-                lo, hi = int(cuts[s]), int(cuts[s + 1])
-                data = np.frombuffer(b''.join(have[(f.key, i)] for i in span.tolist()), np.uint8)
-                begin = int(first_byte[lo] - span_start[s])
-                table = data[begin:begin + int(segment[hi - 1] - segment[lo] + 1) * row_bytes]
-                np.take(table.reshape(-1, row_bytes), segment[lo:hi] - segment[lo], axis=0,
-                        out=out_bytes[start + lo:start + hi])
-            with self._lock:
-                self.stats.bytes_used += (stop - start) * row_bytes
+        plans = []
+        with contextlib.ExitStack() as pins:
+            for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
+                if start < stop:
+                    plan = self._plan(paths[file_ids[start]], keys[start:stop], row_shape,
+                                      row_bytes, (start, stop))
+                    pins.enter_context(self.cache.pinned(plan.cached))
+                    plans.append(plan)
+            jobs = [(plan, first, stop, self._pool_submit(self._fetch_blocks, plan.file, first,
+                                                          stop))
+                    for plan in plans for first, stop in plan.fetch]
+            wait([job for *_, job in jobs])
+            for *_, job in jobs:  # raises the first failure (URL and range)
+                job.result()
+            out_bytes = out.reshape(len(out), -1).view(np.uint8)
+            for plan in plans:
+                plan.extract(out_bytes)
         with self._lock:
             self.stats.read_calls += 1
+            self.stats.bytes_used += len(file_ids) * row_bytes
+            self.stats.blocks_from_cache += sum(plan.from_cache for plan in plans)
+
+    def _plan(self, path: str, keys: np.ndarray, row_shape: tuple, row_bytes: int,
+              where: Tuple[int, int]) -> '_FilePlan':
+        f = self._file(path)
+        rows = (f.size - f.offset) // row_bytes if row_bytes else 0
+        keys = keys.astype(np.int64)
+        if keys[-1] >= rows:
+            raise IndexError(f'{f.url}: row {keys[-1]} requested but the file has {rows} '
+                             f'rows of {row_shape}; the label store does not match this record')
+        self._maybe_read_ahead(f)
+        plan = _FilePlan(self, f, self.cache.file(f.key, f.size), keys, row_bytes, where)
+        return plan
 
     def pop_stats(self) -> ReadStats:
         with self._lock:
@@ -347,9 +310,7 @@ class RemoteStore:
             self._read_ahead_jobs.append(self._read_ahead.submit(self._read_whole_file, f))
 
     def _read_whole_file(self, f: _File) -> None:
-        blocks = -(-f.size // self.options.block_size)
-        missing = np.array([i for i in range(blocks) if not self.cache.contains(f.key, i)],
-                           dtype=np.int64)
+        missing = np.flatnonzero(~self.cache.file(f.key, f.size).present)
         for first, stop in self._ranges(missing, gap=f.size):
             self._fetch_blocks(f, first, stop)
 
@@ -359,6 +320,36 @@ class RemoteStore:
             jobs, self._read_ahead_jobs = self._read_ahead_jobs, []
         for job in jobs:
             job.result()
+
+
+class _FilePlan:
+    """One file's part of a read: the blocks its rows need, checked where cached, and the
+    coalesced ranges to fetch for the rest; the rows are then copied out of the cache's map."""
+
+    def __init__(self, store: RemoteStore, f: _File, cached, keys: np.ndarray, row_bytes: int,
+                 where: Tuple[int, int]):
+        bs = store.options.block_size
+        self.file, self.cached, self.keys, self.row_bytes, self.where = \
+            f, cached, keys, row_bytes, where
+        first_byte = f.offset + keys * row_bytes
+        first = first_byte // bs
+        counts = (first_byte + row_bytes - 1) // bs - first + 1
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        self.blocks = np.unique(np.repeat(first, counts) + within)
+        store.cache.verify(f.key, cached, self.blocks)
+        missing = self.blocks[~cached.present[self.blocks]]
+        self.from_cache = len(self.blocks) - len(missing)
+        self.fetch = store._ranges(missing)
+
+    def extract(self, out_bytes: np.ndarray) -> None:
+        """Rows out of the cache's map of the file into ``out_bytes`` (this file's slice)."""
+        if not self.cached.present[self.blocks].all():  # a block could not be stored
+            raise RemoteStoreError(f'{self.file.url}: fetched blocks did not reach the block '
+                                   f'cache (it was dropped or cannot be written)')
+        f, rb = self.file, self.row_bytes
+        table = self.cached.array[f.offset:f.offset + (f.size - f.offset) // rb * rb]
+        start, stop = self.where
+        np.take(table.reshape(-1, rb), self.keys, axis=0, out=out_bytes[start:stop])
 
 
 def _has_size(path: str, size: int) -> bool:

@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from _remote_helpers import SCORES, cached_blocks_are_true, expected, open_http, read
+from _remote_helpers import (SCORES, cached_blocks_are_true, expected, logged_blocks, open_http,
+                             read)
 from mmgrasp.storage import RemoteFileChanged, RemoteReadError, remote_store
 from mmgrasp.storage.remote_source import join_url
 
@@ -14,9 +15,7 @@ RANGE = r'objects/000/scores.npy bytes \d+-\d+: '
 
 
 def no_blocks_of(store, rel):
-    key = store._file(join_url(store.url, rel)).key
-    folder = os.path.join(store.cache.folder, key)
-    return not os.path.isdir(folder) or not any(n.isdigit() for n in os.listdir(folder))
+    return logged_blocks(store, store._file(join_url(store.url, rel)).key) == []
 
 
 @pytest.mark.parametrize('kind,extra', [('reset', {}), ('status', dict(status=503)),

@@ -8,7 +8,8 @@ import pytest
 from mmgrasp.storage import RemoteStoreError, open_remote_store, publish_store, remote_store
 from mmgrasp.storage.remote_source import join_url
 
-from _remote_helpers import SCORES, cached_blocks_are_true, expected, open_http, read
+from _remote_helpers import (SCORES, cached_blocks_are_true, expected, logged_blocks, open_http,
+                             read)
 
 
 @pytest.mark.parametrize('block_size,gap', [(64, 0), (256, 1024), (1000, 0), (1 << 16, 1 << 16)])
@@ -81,19 +82,23 @@ def test_warm_cache_needs_no_request_and_survives_a_restart(served, tmp_path):
     assert server.requests('scores') == [] and again.pop_stats().blocks_from_cache > 0
 
 
-def test_budget_evicts_least_recently_used(served, tmp_path):
-    store = open_http(served, tmp_path, block_size=256, cache_bytes=4096, gap=0)
-    read(store, SCORES, [0])  # blocks of row 0
-    for k in range(10, 80, 7):
-        read(store, SCORES, [k])
-        assert store.cache.used <= 4096
-    on_disk = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in
-                  os.walk(store.cache.folder) for n in names if n.isdigit())
-    assert on_disk == store.cache.used <= 4096
-    assert not store.cache.contains(store._file(join_url(store.url, SCORES)).key, 0)
-    served[0].clear_log()
+def test_budget_evicts_least_recently_used_files(served, tmp_path):
+    server = served[0]
+    store = open_http(served, tmp_path, block_size=256, cache_bytes=6000, gap=0)
+    other = 'objects/001/scores.npy'
+    read(store, SCORES, [0, 20, 40, 60])  # ~1.5 KiB each: two such reads fit, not three
+    read(store, other, [0, 20, 40, 60])
+    assert store.cache.used <= 6000
+    read(store, other, [1, 2, 21, 22, 41, 42, 52, 60])  # SCORES is the least recently used
+    assert store.cache.used <= 6000
+    key = store._file(join_url(store.url, SCORES)).key
+    assert logged_blocks(store, key) == []
+    server.clear_log()
+    read(store, other, [0, 20])
+    assert server.requests() == []  # the recent file stayed
     read(store, SCORES, [0])
-    assert len(served[0].requests('scores')) == 1  # evicted, fetched again
+    assert len(server.requests('000/scores')) == 1  # evicted, fetched again
+    assert cached_blocks_are_true(store, served[1]) > 0
 
 
 def test_cache_budget_option_limits_disk(served, tmp_path):
@@ -105,20 +110,25 @@ def test_cache_budget_option_limits_disk(served, tmp_path):
     assert small.cache.used <= 2000 < large.cache.used
 
 
-def test_crash_leftovers_and_foreign_blocks_are_never_served(served, tmp_path):
+def test_crash_leftovers_and_torn_blocks_are_never_served(served, tmp_path):
     store = open_http(served, tmp_path, block_size=256)
     truth = read(store, SCORES, [5, 6])
     key = store._file(join_url(store.url, SCORES)).key
-    folder = os.path.join(store.cache.folder, key)
-    block = sorted(n for n in os.listdir(folder) if n.isdigit())[0]
-    with open(os.path.join(folder, block), 'r+b') as f:  # a torn block of the wrong size
-        f.truncate(100)
-    with open(os.path.join(folder, f'{block}.tmp-123-4'), 'wb') as f:  # a crash mid-write
+    folder = store.cache.folder
+    first = logged_blocks(store, key)[0]
+    with open(os.path.join(folder, key + '.data'), 'r+b') as f:  # bytes torn by a power loss
+        f.seek(first * 256 + 10)
+        f.write(b'\xff\xfe')
+    with open(os.path.join(folder, key + '.log'), 'ab') as f:  # half a log record
+        f.write(b'\x01\x00')
+    with open(os.path.join(folder, f'{key}.data.tmp-123-4'), 'wb') as f:
         f.write(b'x' * 256)
     remote_store._opened.clear()
+    served[0].clear_log()
     again = open_http(served, tmp_path, block_size=256)
     assert not any('.tmp-' in n for n in os.listdir(folder))
     assert np.array_equal(read(again, SCORES, [5, 6]), truth)
+    assert len(served[0].requests('000/scores')) == 1  # the torn block, fetched again
     assert cached_blocks_are_true(again, served[1]) > 0
 
 
@@ -214,7 +224,7 @@ def test_memory_filesystem_rows_and_replacement(version_dir, tmp_path):
         with pytest.raises(Exception, match=r'scores.npy bytes \d+-\d+: the file was replaced'):
             read(store, SCORES, [45])
         key = store._file(join_url(store.url, SCORES)).key
-        assert not os.path.exists(os.path.join(store.cache.folder, key))
+        assert logged_blocks(store, key) == []
     finally:
         fsspec.filesystem('memory').rm(url, recursive=True)
 
