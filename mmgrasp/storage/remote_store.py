@@ -59,16 +59,23 @@ class RemoteOptions:
         retries: further attempts of a failing request that may succeed when retried.
         backoff: seconds before the first retry; doubled for every next one.
         max_request_bytes: longest single range request (longer ranges are split).
+        link_latency: seconds of one round trip to the store, and
+        link_bandwidth: its bytes per second: with both given, every read chooses its own gap
+            (at most ``gap``), the one that minimises the modelled read time — per read,
+            max(waves of ``concurrency`` requests × latency, latency + bytes / bandwidth) —
+            so sparse small rows merge when requests cost more than the bytes between them.
     """
     gap: int = 256 * KIB
     block_size: int = 4 * KIB
     cache_bytes: int = 16 * GIB
-    concurrency: int = 32
+    concurrency: int = 64
     read_ahead: bool = False
     timeout: float = 30.0
     retries: int = 4
     backoff: float = 0.1
     max_request_bytes: int = 16 * MIB
+    link_latency: Optional[float] = None
+    link_bandwidth: Optional[float] = None
 
     @classmethod
     def from_dict(cls, options: Optional[dict]) -> 'RemoteOptions':
@@ -245,6 +252,28 @@ class RemoteStore:
                 ranges.append((begin, min(begin + longest, stop)))
         return ranges
 
+    def _read_gap(self, missing: List[np.ndarray]) -> int:
+        """The gap of one read: ``gap``, or with link hints the one (at most ``gap``) whose
+        merges of the smallest holes between missing blocks minimise the modelled time."""
+        opts = self.options
+        if opts.link_latency is None or opts.link_bandwidth is None:
+            return opts.gap
+        bs = opts.block_size
+        holes = [np.diff(m)[np.diff(m) > 1] - 1 for m in missing if len(m)]
+        if not holes:
+            return opts.gap
+        runs = sum(len(h) + 1 for h in holes)
+        nbytes = sum(len(m) for m in missing) * bs
+        holes = np.sort(np.concatenate(holes))
+        holes = holes[holes * bs <= opts.gap]
+        merged = np.arange(len(holes) + 1)
+        extra = np.r_[0, np.cumsum(holes)] * bs
+        waves = np.ceil((runs - merged) / opts.concurrency)
+        cost = np.maximum(waves * opts.link_latency,
+                          opts.link_latency + (nbytes + extra) / opts.link_bandwidth)
+        best = int(np.argmin(cost))
+        return int(holes[best - 1]) * bs if best else 0
+
     # ------------------------------------------------------------------------ rows
     def read_rows(self, paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray,
                   row_shape: tuple, out: np.ndarray) -> None:
@@ -263,9 +292,10 @@ class RemoteStore:
                                       row_bytes, (start, stop))
                     pins.enter_context(self.cache.pinned(plan.cached))
                     plans.append(plan)
+            gap = self._read_gap([plan.missing for plan in plans])
             jobs = [(plan, first, stop, self._pool_submit(self._fetch_blocks, plan.file, first,
                                                           stop))
-                    for plan in plans for first, stop in plan.fetch]
+                    for plan in plans for first, stop in self._ranges(plan.missing, gap)]
             wait([job for *_, job in jobs])
             for *_, job in jobs:  # raises the first failure (URL and range)
                 job.result()
@@ -337,9 +367,8 @@ class _FilePlan:
         within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         self.blocks = np.unique(np.repeat(first, counts) + within)
         store.cache.verify(f.key, cached, self.blocks)
-        missing = self.blocks[~cached.present[self.blocks]]
-        self.from_cache = len(self.blocks) - len(missing)
-        self.fetch = store._ranges(missing)
+        self.missing = self.blocks[~cached.present[self.blocks]]
+        self.from_cache = len(self.blocks) - len(self.missing)
 
     def extract(self, out_bytes: np.ndarray) -> None:
         """Rows out of the cache's map of the file into ``out_bytes`` (this file's slice)."""

@@ -38,6 +38,7 @@ from mmgrasp.storage.remote_store import MIB, RemoteOptions, RemoteStore, descri
 GRID = (300, 12, 4)
 FRAMES, OBJECTS_PER_FRAME, MATCHED_PER_FRAME, NUM_OBJECTS = 4, 9, 600, 88
 VERSION = 'store-benchmark'
+WIDE = 512  # requests in flight of the second link model (an object store takes that many)
 
 
 def log(message: str) -> None:
@@ -50,8 +51,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--latency-ms', type=float, default=20.0, help='delay of every answer')
     p.add_argument('--bandwidth-mib', type=float, default=100.0, help='MiB/s, all connections')
     p.add_argument('--concurrency', type=int, default=64, help='range requests in flight')
-    p.add_argument('--block-kib', type=int, default=64, help='block cache block size')
+    p.add_argument('--block-kib', type=int, default=4, help='block cache block size')
     p.add_argument('--gaps-kib', type=int, nargs='+', default=[0, 64, 256, 1024])
+    p.add_argument('--auto-gap-kib', type=int, default=4096,
+                   help='also run with the link hints (latency, cap): each read picks its gap '
+                        'up to this (0: skip)')
     p.add_argument('--json', help='also write the results to this JSON file')
     return p.parse_args(argv)
 
@@ -108,8 +112,10 @@ def _sparse(path: str, shape: tuple, dtype, rows: np.ndarray, rng) -> None:
     del array
 
 
-def read_batch(store: RemoteStore, reads: Dict[str, list]) -> Dict[str, np.ndarray]:
-    """The batch's three read_rows calls, one after the other (as the gathers make them)."""
+def read_batch(store: RemoteStore, reads: Dict[str, list], calls: Optional[list] = None
+               ) -> Dict[str, np.ndarray]:
+    """The batch's three read_rows calls, one after the other (as the gathers make them);
+    ``calls`` gets each call's (requests, bytes fetched)."""
     out = {}
     for call, files in reads.items():
         paths = [join_url(store.url, rel) for rel, *_ in files]
@@ -118,7 +124,34 @@ def read_batch(store: RemoteStore, reads: Dict[str, list]) -> Dict[str, np.ndarr
         row_shape, dtype = files[0][2], files[0][3]
         out[call] = np.empty((len(keys), *row_shape), dtype)
         store.read_rows(paths, file_ids, keys, row_shape, out[call])
+        if calls is not None:
+            stats = store.pop_stats()
+            calls.append((stats.requests, stats.bytes_fetched))
     return out
+
+
+def model_seconds(calls: list, latency: float, bandwidth: float, concurrency: int) -> float:
+    """What the calls cost on a link of that latency and cap, with a client and server that
+    cost no CPU: per call, its waves of ``concurrency`` requests overlapped with its bytes."""
+    return sum(max(-(-requests // concurrency) * latency, latency + fetched / bandwidth)
+               for requests, fetched in calls if requests)
+
+
+def requests_per_second(server: RangeServer, folder: str, concurrency: int,
+                        count: int = 2000) -> float:
+    """Small range requests this machine's server and client complete per second (no
+    latency, no cap): the CPU floor of a batch of many requests."""
+    latency, bandwidth = server.state.latency, server.state.bandwidth
+    server.state.latency, server.state.bandwidth = 0.0, None
+    manifest = json.load(open(os.path.join(folder, VERSION, 'manifest.json')))
+    rel, entry = next(iter(sorted(manifest['files'].items())))
+    url, source = join_url(server.url, VERSION, rel), HTTPSource()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda i: source.read(url, i * 192, i * 192 + 192, entry['size'], None),
+                      range(count)))
+    server.state.latency, server.state.bandwidth = latency, bandwidth
+    return count / (time.perf_counter() - t0)
 
 
 def truth(folder: str, reads: Dict[str, list]) -> Dict[str, np.ndarray]:
@@ -150,15 +183,16 @@ def per_row(server: RangeServer, folder: str, reads: Dict[str, list], concurrenc
             for key in keys.tolist():
                 start = entry['offset'] + key * row_bytes
                 jobs.append((call, url, start, start + row_bytes, entry['size']))
-    t0 = time.perf_counter()
+    t0, calls = time.perf_counter(), []
     with ThreadPoolExecutor(concurrency) as pool:
         for call in reads:  # the three calls one after the other, as in read_batch
-            list(pool.map(lambda j: source.read(j[1], j[2], j[3], j[4], None),
-                          [j for j in jobs if j[0] == call]))
+            mine = [j for j in jobs if j[0] == call]
+            list(pool.map(lambda j: source.read(j[1], j[2], j[3], j[4], None), mine))
+            calls.append((len(mine), sum(j[3] - j[2] for j in mine)))
     seconds = time.perf_counter() - t0
     fetched = sum(j[3] - j[2] for j in jobs)
     return dict(label='one request per row', requests=len(jobs), fetched=fetched,
-                cold_s=seconds, warm_s=None)
+                cold_s=seconds, warm_s=None, calls=calls)
 
 
 def whole_files(server: RangeServer, folder: str, reads: Dict[str, list], cache: str,
@@ -201,56 +235,79 @@ def main(argv=None) -> None:
         latency, bandwidth = args.latency_ms / 1e3, args.bandwidth_mib * MIB
         with RangeServer(served, latency=latency, bandwidth=bandwidth) as server:
             manifest = json.load(open(os.path.join(served, VERSION, 'manifest.json')))
-            for gap in args.gaps_kib:
-                cache = os.path.join(work, f'cache-{gap}')
+            configs = [(f'gap {gap} KiB', gap, {}) for gap in args.gaps_kib]
+            if args.auto_gap_kib:
+                configs.append((f'gap chosen per read (≤ {args.auto_gap_kib} KiB, link hints)',
+                                args.auto_gap_kib,
+                                dict(link_latency=latency, link_bandwidth=bandwidth)))
+            for label, gap, hints in configs:
+                cache = os.path.join(work, f'cache-{gap}-{len(hints)}')
                 options = RemoteOptions(gap=gap << 10, block_size=args.block_kib << 10,
-                                        concurrency=args.concurrency)
+                                        concurrency=args.concurrency, **hints)
                 store = RemoteStore(join_url(server.url, VERSION), manifest, cache, options,
                                     HTTPSource())
+                calls = []
                 t0 = time.perf_counter()
-                got = read_batch(store, reads)
+                got = read_batch(store, reads, calls)
                 cold = time.perf_counter() - t0
-                stats = store.pop_stats()
                 assert all(np.array_equal(got[c], expected[c]) for c in reads), 'wrong bytes'
                 server.clear_log()
                 t0 = time.perf_counter()
                 read_batch(store, reads)
                 warm = time.perf_counter() - t0
                 assert not server.requests(), 'a warm batch made requests'
-                results.append(dict(label=f'gap {gap} KiB', requests=stats.requests,
-                                    fetched=stats.bytes_fetched, cold_s=cold, warm_s=warm))
-                log(f'gap {gap} KiB: {stats.requests} requests, '
-                    f'{stats.bytes_fetched / MIB:.1f} MiB, cold {cold:.2f} s, warm {warm:.3f} s')
+                requests, fetched = (sum(c[i] for c in calls) for i in (0, 1))
+                results.append(dict(label=label, requests=requests, fetched=fetched,
+                                    cold_s=cold, warm_s=warm, calls=calls,
+                                    model_s=model_seconds(calls, latency, bandwidth,
+                                                          args.concurrency),
+                                    model_wide_s=model_seconds(calls, latency, bandwidth, WIDE)))
+                log(f'{label}: {requests} requests, {fetched / MIB:.1f} MiB, '
+                    f'cold {cold:.2f} s, warm {warm:.3f} s')
                 shutil.rmtree(cache, ignore_errors=True)
             results.append(per_row(server, served, reads, args.concurrency))
+            calls = results[-1].pop('calls')
+            results[-1]['model_s'] = model_seconds(calls, latency, bandwidth, args.concurrency)
+            results[-1]['model_wide_s'] = model_seconds(calls, latency, bandwidth, WIDE)
             log(f'per row: {results[-1]["cold_s"]:.2f} s')
             results.append(whole_files(server, served, reads, os.path.join(work, 'whole'), args))
             log(f'whole file: {results[-1]["one_file_s"]:.2f} s for '
                 f'{results[-1]["one_file_bytes"] / MIB:.0f} MiB')
+            results[-1]['model_s'] = results[-1]['model_wide_s'] = \
+                latency + results[-1]['fetched'] / bandwidth
+            rate = requests_per_second(server, served, args.concurrency)
+            log(f'{rate:.0f} requests/s without latency or cap')
         goal = 3 * latency + used / bandwidth
-        print(report(results, args, used, rows, goal))
+        print(report(results, args, used, rows, goal, rate))
         if args.json:
             with open(args.json, 'w') as f:
-                json.dump(dict(results=results, used=used, goal_s=goal, args=vars(args)), f,
-                          indent=1)
+                json.dump(dict(results=results, used=used, goal_s=goal, args=vars(args),
+                               requests_per_s=rate), f, indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def report(results: List[dict], args, used: int, rows: int, goal: float) -> str:
+def report(results: List[dict], args, used: int, rows: int, goal: float, rate: float) -> str:
     lines = [f'{FRAMES} frames × {OBJECTS_PER_FRAME} objects, {rows} matched rows, grid {GRID}: '
              f'{used / MIB:.1f} MiB used per batch (score rows, collision rows, widths at one '
              f'view); latency {args.latency_ms:g} ms per request, {args.bandwidth_mib:g} MiB/s '
              f'cap, {args.concurrency} requests in flight, {args.block_kib} KiB blocks. '
-             f'Goal: cold ≤ 3 × latency + used bytes at the cap = {goal:.2f} s.', '',
+             f'Goal: cold ≤ 3 × latency + used bytes at the cap = {goal:.2f} s. This machine\'s '
+             f'server and client complete {rate:.0f} small requests/s (no latency, no cap): '
+             f'"CPU floor" = requests / that rate. "Link model" = per read_rows call, '
+             f'max(waves of {args.concurrency} requests × latency, latency + bytes / cap).', '',
              '| read | requests | fetched (MiB) | fetched / used | cold batch (s) | '
-             'cold / goal | warm batch (s) |', '|---|---:|---:|---:|---:|---:|---:|']
+             'cold / goal | CPU floor (s) | link model (s) | model / goal | '
+             f'model, {WIDE} in flight / goal | warm batch (s) |',
+             '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in results:
         warm = f'{r["warm_s"]:.3f}' if r['warm_s'] is not None else '—'
         requests = r['requests'] if r['requests'] is not None else '—'
+        floor = f'{r["requests"] / rate:.2f}' if r['requests'] is not None else '—'
         lines.append(f'| {r["label"]} | {requests} | {r["fetched"] / MIB:.1f} | '
                      f'{r["fetched"] / used:.2f} | {r["cold_s"]:.2f} | {r["cold_s"] / goal:.2f} | '
-                     f'{warm} |')
+                     f'{floor} | {r["model_s"]:.2f} | {r["model_s"] / goal:.2f} | '
+                     f'{r["model_wide_s"] / goal:.2f} | {warm} |')
     return '\n'.join(lines)
 
 

@@ -59,6 +59,29 @@ def test_gap_merges_requests_and_costs_bytes(served, tmp_path):
     assert counts[0][2] == counts[1 << 20][2] == len(keys) * 7 * 3 * 4 * 4
 
 
+def test_link_hints_choose_the_gap_of_each_read(served, tmp_path):
+    server = served[0]
+    keys = list(range(0, 90, 10))
+    counts = {}
+    for name, latency, bandwidth in (('slow requests', 1.0, 1e12), ('slow bytes', 1e-6, 1e3),
+                                     ('no hints', None, None)):
+        store = open_remote_store(server.url, str(tmp_path / name), dict(
+            gap=1 << 20, block_size=512, link_latency=latency, link_bandwidth=bandwidth,
+            concurrency=1))
+        server.clear_log()
+        assert np.array_equal(read(store, SCORES, keys), expected(served[2], SCORES, keys))
+        counts[name] = len(server.requests('scores'))
+    # one request in flight: a costly round trip merges everything within the gap, costly
+    # bytes merge nothing
+    assert counts['slow requests'] == counts['no hints'] == 1
+    assert counts['slow bytes'] == len(keys)
+    capped = open_remote_store(server.url, str(tmp_path / 'capped'), dict(
+        gap=1024, block_size=512, link_latency=1.0, link_bandwidth=1e12, concurrency=1))
+    server.clear_log()
+    read(capped, SCORES, keys)  # rows 3360 bytes apart: more than the gap allows
+    assert len(server.requests('scores')) == len(keys)
+
+
 def test_max_request_bytes_splits_ranges(served, tmp_path):
     store = open_http(served, tmp_path, gap=1 << 20, block_size=512, max_request_bytes=2048)
     served[0].clear_log()
