@@ -289,7 +289,7 @@ class RemoteStore:
             for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
                 if start < stop:
                     plan = self._plan(paths[file_ids[start]], keys[start:stop], row_shape,
-                                      row_bytes, (start, stop))
+                                      out.dtype, row_bytes, (start, stop))
                     pins.enter_context(self.cache.pinned(plan.cached))
                     plans.append(plan)
             gap = self._read_gap([plan.missing for plan in plans])
@@ -307,10 +307,15 @@ class RemoteStore:
             self.stats.bytes_used += len(file_ids) * row_bytes
             self.stats.blocks_from_cache += sum(plan.from_cache for plan in plans)
 
-    def _plan(self, path: str, keys: np.ndarray, row_shape: tuple, row_bytes: int,
+    def _plan(self, path: str, keys: np.ndarray, row_shape: tuple, dtype, row_bytes: int,
               where: Tuple[int, int]) -> '_FilePlan':
         f = self._file(path)
-        rows = (f.size - f.offset) // row_bytes if row_bytes else 0
+        entry = self.manifest['files'][path[len(self.url) + 1:]]
+        cells, per_row = int(np.prod(entry['shape'])), int(np.prod(row_shape))
+        if np.dtype(entry['dtype']) != np.dtype(dtype) or (per_row and cells % per_row):
+            raise ValueError(f'{f.url}: a {entry["dtype"]} array of shape {entry["shape"]} '
+                             f'cannot be read as rows of {row_shape} {np.dtype(dtype).str}')
+        rows = cells // per_row if per_row else 0
         keys = keys.astype(np.int64)
         if keys[-1] >= rows:
             raise IndexError(f'{f.url}: row {keys[-1]} requested but the file has {rows} '

@@ -43,6 +43,15 @@ def test_a_row_past_the_file_names_it(served, tmp_path):
         read(store, SCORES, [90])
 
 
+def test_rows_of_another_dtype_or_shape_are_refused(served, tmp_path):
+    store = open_http(served, tmp_path)
+    with pytest.raises(ValueError, match=r'scores.npy: a <f4 array of shape \[90, 7, 3, 4\] '
+                                         r'cannot be read as rows of \(7, 3, 4\) \|u1'):
+        read(store, SCORES, [1], dtype=np.uint8)
+    with pytest.raises(ValueError, match='cannot be read as rows of \\(11,\\)'):
+        read(store, SCORES, [1], row_shape=(11,))
+
+
 def test_gap_merges_requests_and_costs_bytes(served, tmp_path):
     server = served[0]
     keys = list(range(0, 90, 10))
