@@ -85,7 +85,6 @@ def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path)
 
 def test_loader_workers_never_touch_the_network(published, synthetic_root, tmp_path):
     local, server = published
-    cache = str(tmp_path / 'remote-cache')
 
     def dataset(**options):
         return GraspNetDataset(synthetic_root, seed=3, pipeline=[
