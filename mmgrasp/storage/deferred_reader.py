@@ -30,6 +30,8 @@ from torch import Tensor
 
 from .label_maps import open_maps
 from .label_store import COLLISION_BITORDER, zero_where
+from .remote_source import is_url
+from .remote_store import read_url_rows
 
 _ALIGN = 8
 
@@ -208,7 +210,11 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
     """Copy rows ``keys`` of files ``paths[file_ids]`` (sorted by file, then key) into ``out``.
 
     Each file is viewed as (rows, *row_shape); with views the row is one view's (A, D) block.
+    Files addressed by URL (a published store) are read by :func:`read_url_rows`: planned,
+    coalesced, concurrent range requests and a local block cache.
     """
+    if len(paths) and is_url(paths[0]):
+        return read_url_rows(paths, file_ids, keys, row_shape, out)
     global _map_copy_seconds
     begin = time.perf_counter()
     bounds = np.flatnonzero(np.diff(file_ids)) + 1

@@ -25,6 +25,9 @@ from typing import Deque, NamedTuple, Optional, Set
 
 import numpy as np
 
+from .remote_source import is_url
+from .remote_store import url_local_copy
+
 _READ_CHUNK = 8 << 20
 
 
@@ -127,6 +130,8 @@ class MapCache:
             return self._get(path)
 
     def _get(self, path: str) -> np.ndarray:
+        if is_url(path):  # a small file of a published store: its local mirror copy
+            path = url_local_copy(path)
         identity = _identity(path)
         mapped = self._maps.pop(path, None)
         if mapped is not None and mapped.identity != identity:

@@ -35,6 +35,8 @@ import numpy as np
 from mmengine.logging import print_log
 
 from .derived_assets import MANIFEST, VersionHold, open_or_build
+from .remote_source import RemoteReadError
+from .remote_store import RemoteStoreError, open_remote_store
 from .source import CAMERAS, DatasetFileError, GraspSource
 
 FORMAT_VERSION = 1
@@ -109,8 +111,10 @@ class SceneEntry:
 class LabelStore:
     """An opened, validated store. Cheap: reads the manifest only; label points on demand."""
 
-    def __init__(self, path: str, manifest: dict, hold: Optional[VersionHold] = None):
-        self.path = path
+    def __init__(self, path: str, manifest: dict, hold: Optional[VersionHold] = None,
+                 local_path: Optional[str] = None):
+        self.path = path  # a folder, or the URL of a published store (read by mmgrasp.storage)
+        self.local_path = local_path or path  # where the small files (points, radii) are read
         self.manifest = manifest
         self.hold = hold  # keeps this version on disk while the store is in use
         self.grid: Tuple[int, int, int] = tuple(manifest['grid'])
@@ -138,7 +142,8 @@ class LabelStore:
     def points(self, obj: int) -> np.ndarray:
         """(N, 3) float32 label points of an object (small; read once and kept)."""
         if obj not in self._points:
-            self._points[obj] = np.load(self.object_file(obj, 'points'))
+            self.object_file(obj, 'points')  # KeyError naming the store
+            self._points[obj] = np.load(f'{self.local_path}/objects/{obj:03d}/points.npy')
         return self._points[obj]
 
     def tolerance_radii(self, obj: int) -> np.ndarray:
@@ -146,7 +151,7 @@ class LabelStore:
             if not self.objects[obj].has_tolerance:
                 raise KeyError(f'object {obj} has no tolerance labels in {self.path}: generate '
                                f'%03d_tolerance.npy files and rebuild the store')
-            self._radii[obj] = np.load(self.object_file(obj, 'tolerance_radii'))
+            self._radii[obj] = np.load(f'{self.local_path}/objects/{obj:03d}/tolerance_radii.npy')
         return self._radii[obj]
 
     def collision_row_offset(self, scene: int, instance: int) -> int:
@@ -333,3 +338,34 @@ def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build
     return open_or_build(store, 'label store', LabelStoreError, _read_manifest,
                          lambda manifest: stale_reason(manifest, root, tolerance_dir),
                          build_into, LabelStore, build=build, force=force, rebuild_hint=hint)
+
+
+def open_remote_label_store(url: str, cache_dir: Optional[str] = None,
+                            options: Optional[dict] = None) -> LabelStore:
+    """Open the store published at ``url`` (``tools/data/build_label_store.py --upload``).
+
+    The training process reads its manifest and copies the small files loader workers read
+    (label points, tolerance radii) into a local mirror under ``cache_dir``; grids are read
+    by URL in the model's gathers (see :mod:`mmgrasp.storage.remote_store`). Inside a loader
+    worker the store opens from that mirror alone and never touches the network.
+
+    Args:
+        url: the published root (or one version folder of it), any fsspec protocol or http(s).
+        cache_dir: where the block cache and the mirror live (default ``$MMGRASP_CACHE``).
+        options: :class:`~mmgrasp.storage.RemoteOptions` fields, and ``storage_options`` for
+            the fsspec file system (credentials, endpoint).
+    """
+    from torch.utils.data import get_worker_info  # torch only where a remote store opens
+    options = dict(options or {})
+    storage_options = options.pop('storage_options', None)
+    try:
+        remote = open_remote_store(url, cache_dir or default_cache_dir(), options,
+                                   storage_options, offline=get_worker_info() is not None)
+    except (RemoteStoreError, RemoteReadError) as exc:
+        raise LabelStoreError(f'remote label store {url}: {exc}') from exc
+    manifest = remote.manifest
+    if manifest.get('format_version') != FORMAT_VERSION:
+        raise LabelStoreError(f'remote label store {remote.url}: format version '
+                              f'{manifest.get("format_version")}, this mmgrasp reads '
+                              f'{FORMAT_VERSION}; publish a store built by this version')
+    return LabelStore(remote.url, manifest, local_path=remote.mirror)

@@ -50,6 +50,27 @@ def test_build_label_store_builds_then_reuses(tiny_root, tmp_path):
     assert 'built in' in forced.stdout
 
 
+def test_build_label_store_upload_publishes_a_readable_store(tiny_root, tmp_path):
+    from mmgrasp.storage import open_remote_store
+    cache, target = str(tmp_path / 'cache'), tmp_path / 'bucket'
+    result = _run(tiny_root, '--cache', cache, '--upload', f'file://{target}')
+    assert result.returncode == 0, result.stderr
+    version = os.path.basename(current_version(store_path_for(tiny_root, cache)))
+    assert f'published file://{target}/{version}' in result.stdout
+    assert (target / 'CURRENT').read_text().strip() == version
+    remote = open_remote_store(f'file://{target}', str(tmp_path / 'reader'))
+    local = os.path.join(current_version(store_path_for(tiny_root, cache)), 'objects', '000',
+                         'scores.npy')
+    truth = np.load(local)
+    out = np.empty((2, *truth.shape[1:]), np.float32)
+    remote.read_rows([f'{remote.url}/objects/000/scores.npy'], np.zeros(2, np.int64),
+                     np.array([0, len(truth) - 1]), truth.shape[1:], out)
+    assert np.array_equal(out, truth[[0, -1]])
+    refused = _run(tiny_root, '--cache', cache, '--upload', 'http://127.0.0.1:9/bucket')
+    assert refused.returncode != 0 and 'HTTP has no standard upload' in refused.stderr
+    assert 'Traceback' not in refused.stderr
+
+
 def test_build_label_store_missing_root_names_it(tmp_path):
     missing = str(tmp_path / 'no_such_root')
     result = _run(missing, '--cache', str(tmp_path / 'cache'))

@@ -6,9 +6,16 @@ conversion out of the first iteration (and out of every worker that would wait o
 
 Usage:
     python tools/data/build_label_store.py DATA_ROOT [--cache DIR] [--tolerance-dir DIR] [--force]
+        [--upload URL]
 
 Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
 built. ``--cache`` defaults to ``$MMGRASP_CACHE`` (else ``~/.cache/mmgrasp``).
+
+``--upload URL`` then publishes the store for training elsewhere (``SampleGraspLabels(
+store_url=URL)``): to any protocol fsspec can write (``s3://``, ``gs://``, ``file://`` of a
+shared file system, ...), as ``URL/<version>/`` — every file, then its manifest, then
+``URL/CURRENT`` — so a half-uploaded store is never used, and jobs reading an older version
+keep it.
 """
 import argparse
 import os
@@ -20,6 +27,7 @@ from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader
 from mmgrasp.storage.derived_assets import current_version
 from mmgrasp.storage.label_store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
+from mmgrasp.storage import publish_store
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -32,6 +40,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument('--tolerance-dir', default=None,
                    help='folder of %%03d_tolerance.npy files (default DATA_ROOT/tolerance)')
     p.add_argument('--force', action='store_true', help='rebuild even when the store is current')
+    p.add_argument('--upload', metavar='URL', default=None,
+                   help='publish the store at this URL (any fsspec protocol that can write)')
     return p.parse_args(argv)
 
 
@@ -85,6 +95,15 @@ def main(argv: Optional[List[str]] = None) -> None:
           f'grid (V, A, D): {store.grid}')
     print(f'{"built" if built else "up to date, opened"} in {elapsed:.2f} s; '
           f'{human_size(disk_size(store.path))} on disk')
+    if args.upload:
+        t0 = time.perf_counter()
+        try:
+            target = publish_store(store.path, args.upload,
+                                   progress=lambda line: print(f'upload: {line}', flush=True))
+        except (OSError, ImportError, ValueError) as exc:
+            sys.exit(f'build_label_store: error: upload to {args.upload} failed: {exc}')
+        print(f'published {target} in {time.perf_counter() - t0:.2f} s '
+              f'(SampleGraspLabels(store_url={args.upload!r}))')
 
 
 if __name__ == '__main__':

@@ -1,5 +1,5 @@
 """SampleGraspLabels: choose each object's label points and ship its grids, dense or deferred."""
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -9,21 +9,25 @@ from scipy.spatial import cKDTree
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.storage.deferred_reader import StoreGrids
 from mmgrasp.storage.label_maps import open_maps
-from mmgrasp.storage.label_store import LabelStore, open_label_store, unpack_rows, zero_where
+from mmgrasp.storage.label_store import (LabelStore, open_label_store, open_remote_label_store,
+                                         unpack_rows, zero_where)
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
 from ..graspnet_reader import DatasetFileError, GraspNetReader
 
 GRID_STORAGES = ('dense', 'deferred')
-_stores: Dict[Tuple[str, Optional[str], Optional[str]], LabelStore] = {}
+_stores: Dict[tuple, LabelStore] = {}
 
 
 def label_store_for(data_root: str, cache_dir: Optional[str] = None,
-                    tolerance_dir: Optional[str] = None) -> LabelStore:
-    """The label store of a dataset root, opened (built when missing or stale) once a process."""
-    key = (data_root, cache_dir, tolerance_dir)
+                    tolerance_dir: Optional[str] = None, store_url: Optional[str] = None,
+                    remote: Optional[dict] = None) -> LabelStore:
+    """The label store of a dataset root, opened (built when missing or stale) once a process;
+    with ``store_url`` the store published there."""
+    key = (data_root, cache_dir, tolerance_dir, store_url, repr(sorted((remote or {}).items())))
     if key not in _stores:
-        _stores[key] = open_label_store(
-            GraspNetReader(data_root, tolerance_dir=tolerance_dir), cache_dir)
+        _stores[key] = (open_remote_label_store(store_url, cache_dir, remote) if store_url
+                        else open_label_store(GraspNetReader(data_root, tolerance_dir=tolerance_dir),
+                                              cache_dir))
     return _stores[key]
 
 
@@ -48,8 +52,15 @@ class SampleGraspLabels(BaseTransform):
         tolerance: carry tolerance radii.
         skip_objects: object ids never labelled (GraspNet-baseline skips 18).
         grids: ``'dense'`` or ``'deferred'``.
-        cache_dir: label store cache (default ``$MMGRASP_CACHE``).
+        cache_dir: label store cache (default ``$MMGRASP_CACHE``); with ``store_url`` the
+            remote store's block cache and local mirror.
         tolerance_dir: where ``%03d_tolerance.npy`` live (default ``<root>/tolerance``).
+        store_url: read the label store published at this URL (``s3://``, ``gs://``,
+            ``http(s)://``, ``file://``, any fsspec protocol) instead of building one from the
+            dataset root; deferred grids only (loader workers never touch the network).
+        remote: how the remote store is read: :class:`mmgrasp.storage.RemoteOptions` fields
+            (gap, block_size, cache_bytes, concurrency, read_ahead, timeout, retries, ...) and
+            ``storage_options`` of the fsspec file system.
 
     Required Keys:
         - seg (N,) int64, 0 background, k = object id + 1
@@ -68,10 +79,15 @@ class SampleGraspLabels(BaseTransform):
                  visible_distance: float = 0.01, collision: str = 'zero_scores',
                  tolerance: bool = False, skip_objects: Sequence[int] = (),
                  grids: str = 'deferred', cache_dir: Optional[str] = None,
-                 tolerance_dir: Optional[str] = None):
+                 tolerance_dir: Optional[str] = None, store_url: Optional[str] = None,
+                 remote: Optional[dict] = None):
         if grids not in GRID_STORAGES:
             raise ValueError(f'SampleGraspLabels: grids={grids!r} is not a storage; expected one '
                              f'of {GRID_STORAGES}')
+        if store_url and grids == 'dense':
+            raise ValueError(f'SampleGraspLabels: store_url={store_url!r} serves deferred grids '
+                             f'only: grids=\'dense\' would read whole grids in loader workers, '
+                             f'which never touch the network')
         if collision not in COLLISION_MODES:
             raise ValueError(f'SampleGraspLabels: collision={collision!r}: expected one of '
                              f'{COLLISION_MODES}')
@@ -86,6 +102,8 @@ class SampleGraspLabels(BaseTransform):
         self.grids = grids
         self.cache_dir = cache_dir
         self.tolerance_dir = tolerance_dir
+        self.store_url = store_url
+        self.remote = dict(remote or {})
 
     def config(self) -> dict:
         """The label recipe, without ``grids``: derived assets are shared by both storages."""
@@ -98,7 +116,8 @@ class SampleGraspLabels(BaseTransform):
     def prepare(self, data_root: str, camera: Optional[str] = None) -> LabelStore:
         """Open (and build when needed) the store in the main process, before workers fork.
         Labels are the same for every camera: ``camera`` is accepted and not needed."""
-        return label_store_for(data_root, self.cache_dir, self.tolerance_dir)
+        return label_store_for(data_root, self.cache_dir, self.tolerance_dir, self.store_url,
+                               self.remote)
 
     def _choose_rows(self, store: LabelStore, obj: int, pose: np.ndarray,
                      object_points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -176,4 +195,5 @@ class SampleGraspLabels(BaseTransform):
 
     def __repr__(self) -> str:
         args = ', '.join(f'{k}={v!r}' for k, v in self.config().items() if k != 'type')
-        return f'{type(self).__name__}({args}, grids={self.grids!r})'
+        where = f', store_url={self.store_url!r}' if self.store_url else ''
+        return f'{type(self).__name__}({args}, grids={self.grids!r}{where})'

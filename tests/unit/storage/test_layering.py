@@ -8,8 +8,8 @@ import sys
 import mmgrasp.storage
 
 STORAGE = pathlib.Path(mmgrasp.storage.__file__).parent
-ABOVE = ('mmgrasp.datasets', 'mmgrasp.models', 'mmgrasp.evaluation', 'mmgrasp.apis',
-         'mmgrasp.engine')
+ABOVE = ('mmgrasp.datasets', 'mmgrasp.models', 'mmgrasp.structures', 'mmgrasp.evaluation',
+         'mmgrasp.apis', 'mmgrasp.engine')
 
 
 def _imported_modules(path: pathlib.Path):

@@ -1,0 +1,151 @@
+"""A label store published by URL gives the local store's deferred gathers bit for bit (every grid
+name and collision mode, on the test HTTP server), and loader workers never touch the network."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from mmgrasp.datasets import GraspNetDataset, GraspNetReader
+from mmgrasp.datasets.transforms.grasp_labels import SampleGraspLabels
+from mmgrasp.storage import open_remote_store, publish_store, remote_store
+from mmgrasp.storage.deferred_reader import StoreGrids
+from mmgrasp.storage.label_store import (LabelStoreError, build_label_store,
+                                         open_remote_label_store)
+from mmgrasp.storage.range_server import RangeServer
+from mmgrasp.structures import gather_grids
+from mmgrasp.structures.grasp_labels import ObjectGraspLabels
+
+MODES = ('zero_scores', 'mask', 'none')
+NAMES = ('scores', 'widths', 'collision', 'tolerance')
+
+
+@pytest.fixture
+def published(synthetic_root, tmp_path):
+    """(local store, server of its published copy)."""
+    remote_store._opened.clear()
+    local = build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
+    publish_store(local.path, f'file://{tmp_path}/published')
+    with RangeServer(str(tmp_path / 'published')) as server:
+        yield local, server
+    remote_store._opened.clear()
+
+
+def labels_of(store, mode):
+    labels = []
+    for scene, entry in sorted(store.scenes.items()):
+        for instance, obj in enumerate(entry.object_ids):
+            rows = np.arange(store.objects[obj].num_points, dtype=np.int32)[::2]
+            record = StoreGrids(store=store.path, object_id=obj, rows=rows, grid=store.grid,
+                                collision_mode=mode, has_tolerance=True, scene=scene,
+                                collision_offset=entry.row_offsets[instance])
+            labels.append(ObjectGraspLabels(points=torch.from_numpy(store.points(obj)[rows]),
+                                            pose=torch.eye(4)[:3], object_id=obj,
+                                            collision_mode=mode, deferred=record))
+    return labels
+
+
+def same_bits(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a.dtype == torch.float32:
+        a, b = a.view(torch.int32), b.view(torch.int32)
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path):
+    local, server = published
+    remote = open_remote_label_store(server.url, str(tmp_path / 'remote-cache'),
+                                     dict(block_size=512, gap=0))
+    assert remote.path.startswith(server.url) and remote.grid == local.grid
+    V = local.grid[0]
+    for mode in MODES:
+        near, far = labels_of(local, mode), labels_of(remote, mode)
+        counts = torch.tensor([len(label.points) for label in near])
+        g = torch.Generator().manual_seed(MODES.index(mode))
+        owner = torch.randint(len(near), (200,), generator=g)
+        rows = (torch.rand(200, generator=g) * counts[owner]).long()
+        for name, views in itertools.product(NAMES, (None, 'one', 'several')):
+            chosen = (None if views is None else torch.randint(V, (200,), generator=g)
+                      if views == 'one' else torch.randint(V, (200, 3), generator=g))
+            expected = gather_grids(near, name, owner, rows, chosen)
+            got = gather_grids(far, name, owner, rows, chosen)
+            assert same_bits(got, expected), (mode, name, views)
+            assert (got is None) == (name == 'collision' and mode != 'mask')
+    assert server.requests('scores.npy') and server.requests('collision.npy')
+    # warm: the same gathers again come from the block cache alone
+    server.clear_log()
+    near, far = labels_of(local, 'mask'), labels_of(remote, 'mask')
+    owner, rows = torch.zeros(50, dtype=torch.long), torch.arange(50) % len(near[0].points)
+    for name in NAMES:
+        assert same_bits(gather_grids(far, name, owner, rows), gather_grids(near, name, owner, rows))
+    assert server.requests('.npy') == []
+
+
+def test_loader_workers_never_touch_the_network(published, synthetic_root, tmp_path):
+    local, server = published
+
+    def dataset(**options):
+        return GraspNetDataset(synthetic_root, seed=3, pipeline=[
+            dict(type='LoadGraspScene', num_points=800),
+            dict(type='SampleGraspLabels', grids='deferred', min_points=10,
+                 min_object_points=20, collision='mask', tolerance=True,
+                 cache_dir=str(tmp_path / 'cache'), **options),
+            dict(type='PackGraspInputs')])
+
+    remote = dataset(store_url=server.url, remote=dict(block_size=512))  # opens in this process
+    reference = dataset()
+    server.clear_log()
+    loader = DataLoader(remote, batch_size=2, num_workers=2, collate_fn=lambda batch: batch)
+    samples = [s for batch in loader for s in batch]
+    assert server.requests() == []  # the workers read the manifest and points from the mirror
+    assert len(samples) == len(reference)
+    for sample, index in zip(samples, range(len(reference))):
+        want = reference[index]['data_samples'].grasp_labels
+        got = sample['data_samples'].grasp_labels
+        assert [g.object_id for g in got] == [w.object_id for w in want]
+        for g, w in zip(got, want):
+            assert g.deferred.store.startswith(server.url)
+            assert np.array_equal(g.deferred.rows, w.deferred.rows)
+            assert torch.equal(g.points, w.points)
+            owner = torch.zeros(len(g.points), dtype=torch.long)
+            rows = torch.arange(len(g.points))
+            assert same_bits(gather_grids([g], 'scores', owner, rows),
+                             gather_grids([w], 'scores', owner, rows))
+
+
+def test_a_spawned_worker_opens_the_mirror_without_a_request(published, tmp_path):
+    _, server = published
+    cache = str(tmp_path / 'remote-cache')
+    online = open_remote_store(server.url, cache)
+    remote_store._opened.clear()  # as in a freshly spawned process
+    server.clear_log()
+    offline = open_remote_store(server.url, cache, offline=True)
+    assert offline.url == online.url and offline.manifest == online.manifest
+    assert server.requests() == []
+    out = np.empty((1, 1), np.uint8)
+    with pytest.raises(Exception, match='never touches the network'):
+        offline.read_rows([f'{offline.url}/scenes/0000/collision.npy'], np.zeros(1, np.int64),
+                          np.zeros(1, np.int64), (1,), out)
+    with pytest.raises(Exception, match='open the store in the training process'):
+        open_remote_store(server.url, str(tmp_path / 'elsewhere'), offline=True)
+
+
+def test_dense_grids_from_a_url_are_refused():
+    with pytest.raises(ValueError, match='deferred grids only'):
+        SampleGraspLabels(grids='dense', store_url='http://127.0.0.1:9/store')
+
+
+def test_a_store_of_another_format_is_refused(published, tmp_path):
+    import json
+    import os
+    local, server = published
+    version = os.path.join(str(tmp_path / 'published'), os.path.basename(local.path))
+    with open(os.path.join(version, 'manifest.json')) as f:
+        manifest = json.load(f)
+    manifest['format_version'] = 999
+    with open(os.path.join(version, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f)
+    with pytest.raises(LabelStoreError, match='format version 999'):
+        open_remote_label_store(server.url, str(tmp_path / 'remote-cache'))
