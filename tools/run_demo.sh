@@ -2,7 +2,8 @@
 # The README's main job: write the synthetic dataset (once; real GraspNet-1Billion layout and
 # 300x12x4 label grid, training scenes 0-3 and test scenes 100, 130, 160), GSNet's graspness
 # labels (once), train configs/gsnet_demo.py, then evaluate the last checkpoint on the test
-# scenes with tools/test.py (GraspNet-1Billion AP table).
+# scenes with tools/test.py (GraspNet-1Billion AP table). The work dir also keeps epoch_0.pth,
+# the untrained weights (InitialCheckpointHook), to evaluate the same way as a baseline.
 # The label store is built on first use under $MMGRASP_CACHE (default ~/.cache/mmgrasp).
 #   MMGRASP_DEMO_DATA      dataset folder        (default data/synthetic)
 #   MMGRASP_DEMO_WORK_DIR  logs and checkpoints  (default work_dirs/gsnet_demo)

@@ -1,50 +1,100 @@
 """Evaluation speed: mmgrasp's GraspNet evaluator against graspnetAPI on the same frames, one run.
 
-    python tools/analysis/benchmark_eval.py DATA_ROOT --dump gt=DIR [--dump random=DIR ...] \
-        --scenes 100 130 160 --frames 2 [--graspnetapi-python /work/gnapi-venv/bin/python] \
-        [--json OUT]
+    python tools/analysis/benchmark_eval.py [--frames 8] [--nproc 1 2] \
+        [--graspnetapi-python /work/gnapi-venv/bin/python] [--json OUT]
 
-For every dump: mmgrasp in one process (CPU and wall time), mmgrasp in two processes (wall), and,
-with ``--graspnetapi-python``, graspnetAPI's ``eval_scene`` loop in that interpreter (through
-tools/analysis/golden/make_eval_golden.py, one process, OMP_NUM_THREADS=1). Each measurement
-covers the whole evaluation of the frames, scene models included; per-scene results are not
-reused (fresh result folders). Prints a markdown table of frames/s and the ratios.
+Without ``--root`` it writes the golden dataset's recipe (tests/data/eval_golden/README.md:
+3 test scenes, 5 boxes) with ``--frames`` frames a scene into a temporary folder, and the gt,
+random and shifted dumps of tools/analysis/golden/make_golden_dumps.py; ``--root DIR --dump
+NAME=DIR ...`` measures given dumps instead.
+
+For every dump: mmgrasp's ``evaluate_dump`` (GraspNetMetric's engine) at each ``--nproc``
+(best wall time of ``--repeat`` runs; CPU time of that run, its processes included) and, with
+``--graspnetapi-python``, graspnetAPI's ``eval_scene`` loop in that interpreter (through
+tools/analysis/golden/make_eval_golden.py, one process). Every measurement covers the whole
+evaluation, scene models (PLY, SDF) read cold; BLAS/OpenMP run one thread on both sides.
+Prints a markdown table: frames/s, CPU ms per frame, the speed-up over graspnetAPI on one core,
+the wall-time scaling over one process, the AP both sides computed, and the load average.
 """
-import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
 
-from mmgrasp.evaluation.graspnet_eval import evaluate_dump, summarize
+for _var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS'):
+    os.environ.setdefault(_var, '1')  # one core means one thread; set before numpy loads
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from mmgrasp.evaluation.graspnet_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
+                                              summarize)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN_DATASET = ['--scenes', '1', '--objects', '5', '--points-per-object', '40', '--grid', '6',
+                  '3', '2', '--image-size', '320', '180', '--cameras', 'realsense',
+                  '--test-scenes', '100', '130', '160', '--quiet']
+GOLDEN_SCENES = [100, 130, 160]
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('root')
-    p.add_argument('--dump', action='append', required=True, metavar='NAME=DIR')
+    p.add_argument('--root', help='dataset root (default: write the golden recipe)')
+    p.add_argument('--dump', action='append', metavar='NAME=DIR',
+                   help='with --root: dumps to measure (default: gt, random, shifted written)')
     p.add_argument('--camera', default='realsense')
-    p.add_argument('--scenes', type=int, nargs='+', required=True)
-    p.add_argument('--frames', type=int, required=True)
+    p.add_argument('--scenes', type=int, nargs='+', default=GOLDEN_SCENES)
+    p.add_argument('--frames', type=int, default=8, help='frames 0..F-1 of every scene')
+    p.add_argument('--nproc', type=int, nargs='+', default=[1, 2])
+    p.add_argument('--repeat', type=int, default=3, help='mmgrasp runs per figure (best wall)')
     p.add_argument('--seed', type=int, default=0, help='dexnet surface-sample seed (both sides)')
     p.add_argument('--graspnetapi-python', help="python of graspnetAPI's environment")
     p.add_argument('--json')
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if (args.root is None) != (args.dump is None):
+        p.error('--root and --dump go together (neither: the golden recipe is written)')
+    return args
 
 
-def time_mmgrasp(root, dump, camera, scenes, frames, seed, nproc):
-    with tempfile.TemporaryDirectory() as results:
-        wall, cpu = time.perf_counter(), time.process_time()
-        acc = evaluate_dump(root, dump, camera, scenes, {s: list(range(frames)) for s in scenes},
-                            nproc=nproc, results_dir=results, progress=False,
-                            sdf_sample_seed=seed)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return wall, cpu, summarize(acc)['AP']
+def write_golden_inputs(work: str, scenes, frames: int, camera: str) -> tuple:
+    """The golden recipe's dataset with ``frames`` frames and its gt/random/shifted dumps."""
+    root, dumps = os.path.join(work, 'synthetic'), os.path.join(work, 'dumps')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+        REPO, os.environ.get('PYTHONPATH')])))
+    subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data', 'make_synthetic.py'),
+                    root, '--frames', str(frames), *GOLDEN_DATASET], check=True, env=env)
+    subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'analysis', 'golden',
+                                                 'make_golden_dumps.py'), root, dumps,
+                    '--camera', camera, '--scenes', *map(str, scenes), '--frames', str(frames)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    return root, {n: os.path.join(dumps, n) for n in ('gt', 'random', 'shifted')}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the evaluation processes)."""
+    own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                       resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def time_mmgrasp(root, dump, camera, scenes, frames, seed, nproc, repeat) -> dict:
+    """Best wall time of ``repeat`` cold evaluations, that run's CPU time and the AP."""
+    best = None
+    for _ in range(repeat):
+        clear_asset_caches()  # forked workers would inherit warm caches
+        with tempfile.TemporaryDirectory() as results:
+            load = os.getloadavg()[0]
+            wall, cpu = time.perf_counter(), _cpu_seconds()
+            acc = evaluate_dump(root, dump, camera, scenes,
+                                {s: list(range(frames)) for s in scenes}, nproc=nproc,
+                                results_dir=results, progress=False, sdf_sample_seed=seed)
+            wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
+        if best is None or wall < best['wall_s']:
+            best = dict(wall_s=wall, cpu_s=cpu, ap=summarize(acc)['AP'], load_1min=load)
+    return best
 
 
 def time_graspnetapi(python, root, dumps, camera, scenes, frames, seed):
@@ -54,47 +104,74 @@ def time_graspnetapi(python, root, dumps, camera, scenes, frames, seed):
                str(frames), '--seed', str(seed)]
         for name, d in dumps.items():
             cmd += ['--dump', f'{name}={d}']
-        env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH='')
+        env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1',
+                   MKL_NUM_THREADS='1', PYTHONPATH='')
+        load = os.getloadavg()[0]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
         with open(os.path.join(out, 'timing_graspnetapi.json')) as f:
             timing = json.load(f)['dumps']
         with open(os.path.join(out, 'golden.json')) as f:
             ap = {k: v['AP'] for k, v in json.load(f)['dumps'].items()}
-    return timing, ap
+    return {k: dict(v, ap=ap[k], load_1min=load) for k, v in timing.items()}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    dumps = dict(d.split('=', 1) for d in args.dump)
+def measure(args, root, dumps) -> dict:
     n = len(args.scenes) * args.frames
-    api, api_ap = ({}, {})
+    api = {}
     if args.graspnetapi_python:
-        api, api_ap = time_graspnetapi(args.graspnetapi_python, args.root, dumps, args.camera,
-                                       args.scenes, args.frames, args.seed)
-    rows, report = [], {}
+        api = time_graspnetapi(args.graspnetapi_python, root, dumps, args.camera, args.scenes,
+                               args.frames, args.seed)
+    report = {}
     for name, dump in dumps.items():
-        wall1, cpu1, ap = time_mmgrasp(args.root, dump, args.camera, args.scenes, args.frames,
-                                       args.seed, 1)
-        wall2, _, _ = time_mmgrasp(args.root, dump, args.camera, args.scenes, args.frames,
-                                   args.seed, 2)
-        entry = dict(frames=n, mmgrasp_cpu_fps=n / cpu1, mmgrasp_wall_fps_1proc=n / wall1,
-                     mmgrasp_wall_fps_2proc=n / wall2, mmgrasp_ap=ap)
+        runs = {p: time_mmgrasp(root, dump, args.camera, args.scenes, args.frames, args.seed, p,
+                                args.repeat) for p in args.nproc}
+        entry = dict(frames=n, mmgrasp={str(p): dict(r, frames_per_s=n / r['wall_s'],
+                                                     cpu_ms_per_frame=1e3 * r['cpu_s'] / n)
+                                        for p, r in runs.items()})
         if name in api:
-            entry.update(graspnetapi_cpu_fps=api[name]['frames_per_s_cpu'],
-                         graspnetapi_wall_fps=api[name]['frames_per_s_wall'],
-                         graspnetapi_ap=api_ap[name],
-                         cpu_speedup=(n / cpu1) / api[name]['frames_per_s_cpu'])
+            entry['graspnetapi'] = dict(api[name], cpu_ms_per_frame=1e3 * api[name]['cpu_s'] / n)
         report[name] = entry
-        api_cell = (f"{entry['graspnetapi_cpu_fps']:.2f} | {entry['cpu_speedup']:.1f}x"
-                    if name in api else 'n/a | n/a')
-        rows.append(f"| {name} | {n} | {entry['mmgrasp_cpu_fps']:.2f} | {api_cell} | "
-                    f"{entry['mmgrasp_wall_fps_1proc']:.2f} | {entry['mmgrasp_wall_fps_2proc']:.2f}"
-                    f" | {ap:.2f} | {entry.get('graspnetapi_ap', float('nan')):.2f} |")
-    print('| dump | frames | mmgrasp frames/s (CPU, 1 proc) | graspnetAPI frames/s (CPU, 1 proc) '
-          '| speed-up | mmgrasp frames/s wall, 1 proc | wall, 2 procs | AP mmgrasp | '
-          'AP graspnetAPI |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-    print('\n'.join(rows))
+    return report
+
+
+def table(report: dict, nprocs) -> str:
+    base = min(nprocs)
+    head = ['dump', 'frames', 'graspnetAPI CPU ms/frame', 'AP graspnetAPI']
+    for p in nprocs:
+        head += [f'mmgrasp {p} proc: frames/s', 'CPU ms/frame', 'AP', 'load']
+        if p != base:
+            head.append(f'scaling {p}/{base} proc')
+    head.append(f'speed-up over graspnetAPI (CPU, {base} proc)')
+    lines = ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
+    for name, e in report.items():
+        api = e.get('graspnetapi')
+        cells = [name, str(e['frames']),
+                 f"{api['cpu_ms_per_frame']:.0f}" if api else 'n/a',
+                 f"{api['ap']:.2f}" if api else 'n/a']
+        for p in nprocs:
+            r = e['mmgrasp'][str(p)]
+            cells += [f"{r['frames_per_s']:.2f}", f"{r['cpu_ms_per_frame']:.0f}",
+                      f"{r['ap']:.2f}", f"{r['load_1min']:.2f}"]
+            if p != base:
+                cells.append(f"{r['frames_per_s'] / e['mmgrasp'][str(base)]['frames_per_s']:.2f}x")
+        cells.append(f"{api['cpu_ms_per_frame'] / e['mmgrasp'][str(base)]['cpu_ms_per_frame']:.1f}x"
+                     if api else 'n/a')
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as work:
+        if args.root is None:
+            root, dumps = write_golden_inputs(work, args.scenes, args.frames, args.camera)
+        else:
+            root, dumps = args.root, dict(d.split('=', 1) for d in args.dump)
+        report = measure(args, root, dumps)
+    print(f'{os.cpu_count()} CPUs; load average (1, 5, 15 min) at the end: '
+          f'{", ".join(f"{v:.2f}" for v in os.getloadavg())}; "load" = 1-min load average when '
+          'the best run started')
+    print(table(report, args.nproc))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(report, f, indent=2)

@@ -1,6 +1,7 @@
 from .config_hash_hook import ConfigHashHook, canonical_config, config_diff, config_hash
+from .initial_checkpoint_hook import InitialCheckpointHook
 from .invalid_loss_hook import InvalidLossHook, NonFiniteLossError
 from .scale_statistic_hook import ScaleStatisticHook
 
-__all__ = ['ConfigHashHook', 'InvalidLossHook', 'NonFiniteLossError', 'ScaleStatisticHook',
-           'canonical_config', 'config_diff', 'config_hash']
+__all__ = ['ConfigHashHook', 'InitialCheckpointHook', 'InvalidLossHook', 'NonFiniteLossError',
+           'ScaleStatisticHook', 'canonical_config', 'config_diff', 'config_hash']

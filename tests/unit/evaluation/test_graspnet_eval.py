@@ -8,7 +8,7 @@ import torch
 
 from mmgrasp.evaluation import graspnet_eval
 from mmgrasp.evaluation.graspnet_eval import (EvaluationError, evaluate_dump, read_annotation,
-                                              summarize)
+                                              summarize, work_units)
 from mmgrasp.evaluation.metrics import GraspNetMetric
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
@@ -135,6 +135,34 @@ def test_parallel_equals_serial(scene):
         np.testing.assert_array_equal(serial[s], parallel[s])
     figures = summarize(serial)
     assert {'seen/AP', 'similar/AP'} <= set(figures)
+
+
+def test_work_units_split_few_scenes_by_frames():
+    few = work_units({100: [0, 1], 130: [0, 1], 160: [0, 1]}, 2)
+    assert few == [[(100, [0, 1]), (130, [0])], [(130, [1]), (160, [0, 1])]]
+    assert work_units({100: [0, 1, 2]}, 4) == [[(100, [0])], [(100, [1])], [(100, [2])]]
+    many = work_units({s: [0, 1] for s in range(8)}, 2)  # 4 scenes a process: scene units
+    assert many == [[(s, [0, 1])] for s in range(8)]
+
+
+def test_split_scene_equals_serial_and_resumes(scene, monkeypatch):
+    root, dump, _ = scene
+    centres = write_eval_dataset(root, scene=100, frames=3)
+    for f, rows in enumerate((rows_for(centres), rows_for(centres)[1:], [])):
+        write_dump(dump, 100, f, rows)
+    serial = evaluate_dump(root, dump, 'realsense', [100], progress=False)[100]
+    res = os.path.join(dump, 'res')
+    split = evaluate_dump(root, dump, 'realsense', [100], nproc=2, results_dir=res,
+                          progress=False)[100]  # frames 0-1 and 2 in two processes
+    np.testing.assert_array_equal(serial, split)
+    assert serial[0].any() and serial[1].any() and not serial[2].any()
+
+    def boom(*a, **k):
+        raise AssertionError('evaluated again')
+    monkeypatch.setattr(graspnet_eval, 'evaluate_scene', boom)
+    again = evaluate_dump(root, dump, 'realsense', [100], nproc=2, results_dir=res,
+                          progress=False)[100]
+    np.testing.assert_array_equal(again, serial)
 
 
 def test_metric_dumps_and_evaluates(scene):
