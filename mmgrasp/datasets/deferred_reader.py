@@ -114,6 +114,8 @@ class StoreGrids:
         has_tolerance: whether tolerance is carried.
         scene: scene id (selects ``scenes/%04d/collision.npy``).
         collision_offset: first row of this instance in the scene's collision file.
+        matched_cells: the store holds the object's μ codes and per-view summaries, so label
+            matching can read those instead of whole rows (:mod:`.matched_reader`).
     """
     store: str
     object_id: int
@@ -123,6 +125,7 @@ class StoreGrids:
     has_tolerance: bool
     scene: int
     collision_offset: int
+    matched_cells: bool = False
 
     @property
     def num_points(self) -> int:
@@ -134,10 +137,34 @@ class StoreGrids:
     def collision_file(self) -> str:
         return f'{self.store}/scenes/{self.scene:04d}/collision.npy'
 
+    def summary_file(self, name: str) -> str:
+        """Per-view summary ``name``: of the scene instance (rows offset by
+        ``collision_offset``) when collisions apply to μ, else of the object."""
+        if self.collision_mode == 'none':
+            return self.object_file(name)
+        return f'{self.store}/scenes/{self.scene:04d}/{name}.npy'
+
     @classmethod
     def gather(cls, readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows: Tensor,
                views: Optional[Tensor]) -> Optional[Tensor]:
         return _gather(readers, name, owner, rows, views)
+
+    @classmethod
+    def supports_matched_cells(cls, readers: Sequence['StoreGrids']) -> bool:
+        return all(r.matched_cells for r in readers)
+
+    @classmethod
+    def gather_view_summaries(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
+                              owner: Tensor, rows: Tensor, views: Tensor,
+                              first_cell_widths: bool = False) -> Optional[dict]:
+        from .matched_reader import gather_view_summaries
+        return gather_view_summaries(readers, names, owner, rows, views, first_cell_widths)
+
+    @classmethod
+    def gather_view_cells(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
+                          owner: Tensor, rows: Tensor, views: Tensor) -> Optional[dict]:
+        from .matched_reader import gather_view_cells
+        return gather_view_cells(readers, names, owner, rows, views)
 
 
 # ------------------------------------------------------------------------------- building blocks

@@ -24,17 +24,22 @@ class MatchedLabels:
         row: (B, Ns) int64 label point row within that object.
         view_index: (B, Ns, V) int64 object-frame view behind each camera-frame template slot.
         view_rot: (B, Ns, V, 3, 3) gripper rotation of each slot (the rotated object view).
-        scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible.
-        widths: (B, Ns, V, A, D) metres, or None (read at the chosen view only).
+        scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible;
+            None where the labels are read as per-view summaries and chosen-view cells
+            (deferred labels of a store with μ codes: no grid-sized field is built).
+        widths: (B, Ns, V, A, D) metres, or None (read at the chosen view only, or summaries).
         collision: (B, Ns, V, A, D) bool scene collision per slot under
             ``SampleGraspLabels(collision='mask')`` (already applied: μ and tolerance read 0
             there, the targets of ``'zero_scores'``; kept for a loss that wants the mask), else
-            None.
+            None (also with summaries).
         view_graspness: (B, Ns, V) GSNet view graspness in [0, 1], or None.
         score_labels: (B, Ns, V, A, D) ln(u_max / μ) where μ > 0 (and width ≤ 0.1 when widths
-            are read at all views), else 0; None under GSNet's normalisation.
+            are read at all views), else 0; None under GSNet's normalisation (or summaries).
         view_labels: (B, Ns, V) max of ``score_labels`` over A·D, or None.
+        score_max: () u_max, the batch's largest μ over all slots (BL's labels), or None.
         scale_weight: (B, Ns) Scale-Balanced-Grasp width-bin weight of the seed's best grasp.
+        best_width: (B, Ns) width of that best grasp (first argmax of ``score_labels`` over
+            V·A·D), Scale-Balanced-Grasp only.
         robust_graspable: (B, Ns) bool, more than ``min_views`` views with a label > 0.1
             (Scale-Balanced-Grasp; combined with objectness by the model).
 
@@ -53,13 +58,15 @@ class MatchedLabels:
     row: Tensor
     view_index: Tensor
     view_rot: Tensor
-    scores: Tensor
+    scores: Optional[Tensor] = None
     widths: Optional[Tensor] = None
     collision: Optional[Tensor] = None
     view_graspness: Optional[Tensor] = None
     score_labels: Optional[Tensor] = None
     view_labels: Optional[Tensor] = None
+    score_max: Optional[Tensor] = None
     scale_weight: Optional[Tensor] = None
+    best_width: Optional[Tensor] = None
     robust_graspable: Optional[Tensor] = None
     top_view: Optional[Tensor] = None
     top_view_rot: Optional[Tensor] = None

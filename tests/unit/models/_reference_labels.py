@@ -204,8 +204,8 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
     tolerance = None if out['tolerance'][0] is None else \
         np.stack(out['tolerance']).reshape(B, Ns, V, A, D)
     ref['valid'] = np.ones(shape, bool)
-    ref.update(dict.fromkeys(('view_graspness', 'score_labels', 'view_labels', 'scale_weight',
-                              'robust_graspable', 'collision')))
+    ref.update(dict.fromkeys(('view_graspness', 'score_labels', 'view_labels', 'score_max',
+                              'scale_weight', 'best_width', 'robust_graspable', 'collision')))
     mu, widths = ref['scores'], ref['widths']  # float32
     top = top_view[..., None]
     at_view = lambda grid: np.take_along_axis(  # noqa: E731
@@ -236,6 +236,7 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
     labels = np.zeros(mu.shape)
     labels[mask] = np.log(u_max / mu[mask].astype(np.float64))
     ref['score_labels'] = labels
+    ref['score_max'] = u_max
     ref['view_labels'] = labels.reshape(B, Ns, V, A * D).max(-1)
     ref['top_scores'] = at_view(labels)
     ref['top_tolerance'] = at_view(tolerance)
@@ -249,6 +250,7 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
         for k in range(len(edges) - 1):
             index[(edges[k] < width) & (edges[k + 1] > width)] = k
         ref['scale_weight'] = bin_weight[index]
+        ref['best_width'] = width
         ref['robust_graspable'] = (ref['view_labels'] > view_threshold).sum(-1) > min_views
     return dict(ref, ties=ties)
 
