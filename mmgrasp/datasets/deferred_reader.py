@@ -89,6 +89,7 @@ class BufferPool:
 
 _buffers = BufferPool()
 _map_copy_seconds = 0.0
+_map_copy_bytes = 0
 _seconds_lock = threading.Lock()
 
 
@@ -236,7 +237,7 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
 
     Each file is viewed as (rows, *row_shape); with views the row is one view's (A, D) block.
     """
-    global _map_copy_seconds
+    global _map_copy_seconds, _map_copy_bytes
     begin = time.perf_counter()
     bounds = np.flatnonzero(np.diff(file_ids)) + 1
     for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
@@ -252,6 +253,15 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
         np.take(table, segment, axis=0, out=out[start:stop], mode='clip')
     with _seconds_lock:
         _map_copy_seconds += time.perf_counter() - begin
+        _map_copy_bytes += out.nbytes
+
+
+def pop_map_copy_bytes() -> int:
+    """Bytes this process copied out of the memory maps since the last call (benchmarks)."""
+    global _map_copy_bytes
+    with _seconds_lock:
+        nbytes, _map_copy_bytes = _map_copy_bytes, 0
+    return nbytes
 
 
 def pop_map_copy_seconds() -> float:

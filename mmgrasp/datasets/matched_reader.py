@@ -5,7 +5,8 @@ Stage one of an assigner needs, per matched label row, a few per-view summaries
 the A·D cells of that one view: one-byte μ codes, widths, tolerance levels and the bits of the
 scene-collision row that cover the view. Both reads go the deferred reader's way
 (:mod:`.deferred_reader`): requests to the host in one transfer, distinct rows once, in file
-order, through :func:`~.deferred_reader.read_rows` into one reused (page-locked) buffer, one
+order, through :func:`~.deferred_reader.read_rows` (looked up at every call: the one place
+every memory-map read goes) into one reused (page-locked) buffer, one
 transfer to the device; there codes become μ through the objects' value tables, bits are
 unpacked, and rows are expanded to the requests (and to the re-indexed views) that share them.
 """
@@ -16,8 +17,7 @@ import torch
 from torch import Tensor
 
 from . import deferred_reader as reader
-from .deferred_reader import (StoreGrids, _file_rows, _group, _Transfer, _expand, read_rows,
-                              unpack_bits)
+from .deferred_reader import StoreGrids, _expand, _file_rows, _group, _Transfer, unpack_bits
 from .label_maps import open_maps
 from .label_store import packed_row_bytes
 from .view_summaries import SUMMARY_DTYPES
@@ -106,7 +106,7 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
         staged = transfer.host_views(host)
         for name in names:
             files, pair_file, pair_key = plan[name]
-            read_rows(files, pair_file, pair_key, (V,), staged[name])
+            reader.read_rows(files, pair_file, pair_key, (V,), staged[name])
         if names:
             staged['summary_index'][:] = inverse
         staged['views'][:] = views_np
@@ -114,7 +114,7 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
             _stage_tables(staged, table_files, table_start)
         if first_cell_widths:
             files, w_file, w_key = plan['first_cell_width']
-            read_rows(files, w_file, w_key, (), staged['first_cell_width'])
+            reader.read_rows(files, w_file, w_key, (), staged['first_cell_width'])
             staged['first_cell_index'][:] = w_inverse
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
@@ -204,7 +204,7 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
         for name, (files, pair_file, pair_key) in plan.items():
-            read_rows(files, pair_file, pair_key, (A, D), staged[name])
+            reader.read_rows(files, pair_file, pair_key, (A, D), staged[name])
         if plan:
             staged['cell_index'][:] = inverse
         if 'scores' in names:
@@ -213,7 +213,7 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
             staged['radii'][:] = np.concatenate(radii)
             staged['radius_start'][:] = radius_start[owner_np]
         if 'collision' in names:
-            read_rows(c_files, c_file, c_key, (), staged['collision'])
+            reader.read_rows(c_files, c_file, c_key, (), staged['collision'])
             staged['byte_of_pair'][:] = byte_of_pair
             staged['bit_shift'][:] = shift
             staged['collision_index'][:] = c_index

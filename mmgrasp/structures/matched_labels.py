@@ -10,6 +10,11 @@ from typing import Iterator, Optional, Tuple
 
 from torch import Tensor
 
+#: (B, Ns, V, A, D) fields, built only by the full computation on grids (dense labels, or
+#: deferred ones without μ codes); labels matched through per-view summaries leave them None,
+#: and no loss consumes them
+GRID_FIELDS = ('scores', 'widths', 'collision', 'score_labels')
+
 
 @dataclass
 class MatchedLabels:

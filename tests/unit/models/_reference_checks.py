@@ -14,6 +14,7 @@ from _reference_labels import RawDataset, bl_losses, gsnet_losses, reference_lab
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.structures.matched_labels import GRID_FIELDS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -27,9 +28,7 @@ SCALE_STATISTIC = dict(interval=[float(e) for e in np.linspace(0.003, 0.1, 33)],
                        num=[1 + (7 * k) % 13 for k in range(32)])
 EXACT = ('valid', 'object_index', 'row', 'view_index', 'top_view', 'robust_graspable',
          'scores', 'widths', 'top_widths', 'top_tolerance', 'collision', 'best_width')
-#: (B, Ns, V, A, D) fields of the full computation; deferred labels matched through per-view
-#: summaries and chosen-view cells never build them (no loss consumes them)
-GRID_FIELDS = ('scores', 'widths', 'collision', 'score_labels')
+
 
 
 def recipe_config(method: str) -> Config:

@@ -12,6 +12,7 @@ from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.models.assigners import (NearestLabelAssigner, ScaleBalancedAssigner,
                                       compute_scale_statistic)
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
+from mmgrasp.structures.matched_labels import GRID_FIELDS
 
 OPTIONS = ('all_view_widths', 'with_tolerance', 'view_graspness', 'gsnet_score_norm',
            'distance_cutoff')
@@ -49,9 +50,6 @@ def _run(assigner, inputs, seeds, top_view):
     return assigner.match_view(matched, top_view, inputs['grasp_labels'])
 
 
-#: (B, Ns, V, A, D) fields of the full computation; the matched-cell path of deferred labels
-#: never builds them (the losses consume none of them)
-GRID_FIELDS = ('scores', 'widths', 'collision', 'score_labels')
 
 
 def _assert_identical(a, b, summaries: bool = True):
