@@ -10,10 +10,10 @@ from typing import Iterator, Optional, Tuple
 
 from torch import Tensor
 
-#: (B, Ns, V, A, D) fields, built only by the full computation on grids (dense labels, or
-#: deferred ones without μ codes); labels matched through per-view summaries leave them None,
-#: and no loss consumes them
-GRID_FIELDS = ('scores', 'widths', 'collision', 'score_labels')
+#: per-seed expansions over the views ((B, Ns, V, A, D) grids and (B, Ns, V, 3, 3) rotations),
+#: built only by the full computation on grids (dense labels, or deferred ones without μ codes);
+#: labels matched through per-view summaries leave them None, and no loss consumes them
+GRID_FIELDS = ('view_rot', 'scores', 'widths', 'collision', 'score_labels')
 
 
 @dataclass
@@ -28,7 +28,9 @@ class MatchedLabels:
         object_index: (B, Ns) int64 index into ``GraspLabelBatch.objects``.
         row: (B, Ns) int64 label point row within that object.
         view_index: (B, Ns, V) int64 object-frame view behind each camera-frame template slot.
-        view_rot: (B, Ns, V, 3, 3) gripper rotation of each slot (the rotated object view).
+        slot_rot: (O, V, 3, 3) gripper rotation of each slot of each object of the batch (the
+            rotated object view behind the slot).
+        view_rot: (B, Ns, V, 3, 3) ``slot_rot`` of each seed's object (full computation only).
         scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible;
             None where the labels are read as per-view summaries and chosen-view cells
             (deferred labels of a store with μ codes: no grid-sized field is built).
@@ -62,7 +64,8 @@ class MatchedLabels:
     object_index: Tensor
     row: Tensor
     view_index: Tensor
-    view_rot: Tensor
+    slot_rot: Optional[Tensor] = None
+    view_rot: Optional[Tensor] = None
     scores: Optional[Tensor] = None
     widths: Optional[Tensor] = None
     collision: Optional[Tensor] = None

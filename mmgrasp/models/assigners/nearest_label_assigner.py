@@ -110,7 +110,7 @@ class NearestLabelAssigner:
         matched = MatchedLabels(
             point=camera_points[point], distance=distance, valid=valid, object_index=obj,
             row=labels.point_row[point], view_index=object_view[obj],
-            view_rot=self.view_rotations(labels.poses, object_view)[obj])
+            slot_rot=self.view_rotations(labels.poses, object_view))
         if self._reads_summaries(labels):
             summarised = self._summary_targets(matched, labels)
             if summarised is not None:
@@ -126,7 +126,8 @@ class NearestLabelAssigner:
         if collision is not None:  # collision='mask': μ = 0 where collided, as 'zero_scores'
             scores = scores.masked_fill(collision, 0)
         scores = torch.where(valid[..., None, None, None], scores, scores.new_zeros(()))
-        matched = replace(matched, scores=scores, collision=collision)
+        matched = replace(matched, scores=scores, collision=collision,
+                          view_rot=matched.slot_rot[matched.object_index])
         if self.all_view_widths:
             matched.widths = self._reindexed(labels, 'widths', owner, rows, view_index)
         if self.view_graspness:
@@ -180,7 +181,7 @@ class NearestLabelAssigner:
             count = summary['view_count'].masked_fill(~valid, 0)
             matched.view_graspness = self._normalised_view_graspness(count.float() / (A * D))
         if not self.gsnet_score_norm:
-            zero = matched.view_rot.new_zeros(())
+            zero = matched.slot_rot.new_zeros(())
             u_max = torch.where(valid, summary['view_max_mu'], zero).max()
             low = torch.where(valid, summary[min_mu], zero)
             if not self._log_ratio_decreasing(tables, u_max):
@@ -240,8 +241,11 @@ class NearestLabelAssigner:
         would make ln(0/0) NaN, and every target is 0 instead.
         """
         index = top_view[..., None]
-        top_view_rot = torch.gather(matched.view_rot, 2,
-                                    index[..., None, None].expand(-1, -1, 1, 3, 3)).squeeze(2)
+        if matched.view_rot is not None:
+            top_view_rot = torch.gather(matched.view_rot, 2, index[..., None, None].expand(
+                -1, -1, 1, 3, 3)).squeeze(2)
+        else:  # the same rotations, gathered only at the chosen slots
+            top_view_rot = matched.slot_rot[matched.object_index, top_view]
         owner, rows = matched.object_index.reshape(-1), matched.row.reshape(-1)
         object_view = torch.gather(matched.view_index, 2, index).reshape(-1)
         if matched.scores is None:  # per-view summaries in stage one: read the view's cells
