@@ -157,14 +157,14 @@ class StoreGrids:
     @classmethod
     def gather_view_summaries(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
                               owner: Tensor, rows: Tensor, views: Tensor,
-                              first_cell_widths: bool = False) -> Optional[dict]:
-        from .matched_reader import gather_view_summaries
+                              first_cell_widths: bool = False) -> dict:
+        from .matched_reader import gather_view_summaries  # it builds on this module
         return gather_view_summaries(readers, names, owner, rows, views, first_cell_widths)
 
     @classmethod
     def gather_view_cells(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
-                          owner: Tensor, rows: Tensor, views: Tensor) -> Optional[dict]:
-        from .matched_reader import gather_view_cells
+                          owner: Tensor, rows: Tensor, views: Tensor) -> dict:
+        from .matched_reader import gather_view_cells  # it builds on this module
         return gather_view_cells(readers, names, owner, rows, views)
 
 
