@@ -91,6 +91,7 @@ class BufferPool:
 
 _buffers = BufferPool()
 _map_copy_seconds = 0.0
+_map_copy_bytes = 0
 _seconds_lock = threading.Lock()
 
 
@@ -116,6 +117,8 @@ class StoreGrids:
         has_tolerance: whether tolerance is carried.
         scene: scene id (selects ``scenes/%04d/collision.npy``).
         collision_offset: first row of this instance in the scene's collision file.
+        matched_cells: the store holds the object's μ codes and per-view summaries, so label
+            matching can read those instead of whole rows (:mod:`.matched_reader`).
     """
     store: str
     object_id: int
@@ -125,6 +128,7 @@ class StoreGrids:
     has_tolerance: bool
     scene: int
     collision_offset: int
+    matched_cells: bool = False
 
     @property
     def num_points(self) -> int:
@@ -136,10 +140,34 @@ class StoreGrids:
     def collision_file(self) -> str:
         return f'{self.store}/scenes/{self.scene:04d}/collision.npy'
 
+    def summary_file(self, name: str) -> str:
+        """Per-view summary ``name``: of the scene instance (rows offset by
+        ``collision_offset``) when collisions apply to μ, else of the object."""
+        if self.collision_mode == 'none':
+            return self.object_file(name)
+        return f'{self.store}/scenes/{self.scene:04d}/{name}.npy'
+
     @classmethod
     def gather(cls, readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows: Tensor,
                views: Optional[Tensor]) -> Optional[Tensor]:
         return _gather(readers, name, owner, rows, views)
+
+    @classmethod
+    def supports_matched_cells(cls, readers: Sequence['StoreGrids']) -> bool:
+        return all(r.matched_cells for r in readers)
+
+    @classmethod
+    def gather_view_summaries(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
+                              owner: Tensor, rows: Tensor, views: Tensor,
+                              first_cell_widths: bool = False) -> dict:
+        from .matched_reader import gather_view_summaries  # it builds on this module
+        return gather_view_summaries(readers, names, owner, rows, views, first_cell_widths)
+
+    @classmethod
+    def gather_view_cells(cls, readers: Sequence['StoreGrids'], names: Sequence[str],
+                          owner: Tensor, rows: Tensor, views: Tensor) -> dict:
+        from .matched_reader import gather_view_cells  # it builds on this module
+        return gather_view_cells(readers, names, owner, rows, views)
 
 
 # ------------------------------------------------------------------------------- building blocks
@@ -215,7 +243,7 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
     """
     if len(paths) and is_url(paths[0]):
         return read_url_rows(paths, file_ids, keys, row_shape, out)
-    global _map_copy_seconds
+    global _map_copy_seconds, _map_copy_bytes
     begin = time.perf_counter()
     bounds = np.flatnonzero(np.diff(file_ids)) + 1
     for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
@@ -231,6 +259,15 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
         np.take(table, segment, axis=0, out=out[start:stop], mode='clip')
     with _seconds_lock:
         _map_copy_seconds += time.perf_counter() - begin
+        _map_copy_bytes += out.nbytes
+
+
+def pop_map_copy_bytes() -> int:
+    """Bytes this process copied out of the memory maps since the last call (benchmarks)."""
+    global _map_copy_bytes
+    with _seconds_lock:
+        nbytes, _map_copy_bytes = _map_copy_bytes, 0
+    return nbytes
 
 
 def pop_map_copy_seconds() -> float:

@@ -10,8 +10,13 @@ needs the paths, shapes and dtypes below)::
                  self_collision.npy     (N, ceil(V·A·D / 8)) uint8, np.packbits rows
                  tolerance.npy          (N, V, A, D) uint8 level, when a tolerance file exists
                  tolerance_radii.npy    (L,) float32 radius of each level (bit-exact source values)
+                 score_codes.npy        (N, V, A, D) uint8 μ code, when ≤ 255 distinct values
+                 score_values.npy       (C,) float32 value of each code (exact bit patterns)
+                 view_*.npy             (N, V) per-view summaries of raw μ (collision='none')
     scenes/%04d/collision.npy           (R, ceil(V·A·D / 8)) uint8 scene-collision rows of every
                                         object instance of the scene, in cls_indexes order
+                view_*.npy              (R, V) per-view summaries of μ after scene collisions,
+                                        row for row with collision.npy (see .view_summaries)
 
 Bit-packed rows use ``np.packbits(..., bitorder='little')`` over the flattened (V, A, D) cells:
 cell c lives in byte c // 8, bit c % 8 counted from the least significant bit.
@@ -34,12 +39,13 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
+from . import view_summaries as summaries
 from .derived_assets import MANIFEST, VersionHold, open_or_build
 from .remote_source import RemoteReadError
 from .remote_store import RemoteStoreError, open_remote_store
 from .source import CAMERAS, DatasetFileError, GraspSource
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 COLLISION_BITORDER = 'little'
 
 
@@ -100,6 +106,7 @@ def store_path_for(root: str, cache_dir: Optional[str] = None,
 class ObjectEntry:
     num_points: int
     has_tolerance: bool
+    score_codes: bool = False  # μ codes and per-view summaries exist (matched-cell reads)
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ class LabelStore:
         self.hold = hold  # keeps this version on disk while the store is in use
         self.grid: Tuple[int, int, int] = tuple(manifest['grid'])
         self.objects: Dict[int, ObjectEntry] = {
-            int(k): ObjectEntry(v['num_points'], v['has_tolerance'])
+            int(k): ObjectEntry(v['num_points'], v['has_tolerance'], v.get('score_codes', False))
             for k, v in manifest['objects'].items()}
         self.scenes: Dict[int, SceneEntry] = {
             int(k): SceneEntry(tuple(v['object_ids']), tuple(v['row_offsets']))
@@ -255,7 +262,7 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
         reader.check_frame_objects(scene, meta.object_ids, _first_meta(reader, scene))
     objects = sorted({int(o) for m in metas.values() for o in m.object_ids})
     grid = None
-    manifest_objects, num_points = {}, {}
+    manifest_objects, num_points, tables = {}, {}, {}
     t0 = time.time()
     for i, obj in enumerate(objects):
         label = reader.load_grasp_label(obj, grid)
@@ -266,6 +273,9 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
         _save(os.path.join(folder, 'scores.npy'), label['scores'])
         _save(os.path.join(folder, 'widths.npy'), label['widths'])
         _save(os.path.join(folder, 'self_collision.npy'), pack_rows(label['self_collision']))
+        table = _save_score_codes(folder, label, grid)
+        if table is not None:
+            tables[obj] = table
         tolerance = reader.load_tolerance(obj)
         if tolerance is not None:
             if tolerance.shape != label['scores'].shape:
@@ -277,10 +287,13 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
             _save(os.path.join(folder, 'tolerance_radii.npy'), radii)
         num_points[obj] = len(label['points'])
         manifest_objects[f'{obj:03d}'] = dict(num_points=num_points[obj],
-                                              has_tolerance=tolerance is not None)
+                                              has_tolerance=tolerance is not None,
+                                              score_codes=table is not None)
         del label, tolerance
         print_log(f'label store: object {obj:03d} ({i + 1}/{len(objects)}, '
-                  f'{num_points[obj]} points, {time.time() - t0:.1f}s)', logger='current')
+                  f'{num_points[obj]} points, '
+                  f'{"μ codes and view summaries" if table is not None else "float32 μ only"}'
+                  f', {time.time() - t0:.1f}s)', logger='current')
     manifest_scenes = {}
     for i, scene in enumerate(scenes):
         masks = reader.load_collision(scene, metas[scene], num_points, grid)
@@ -289,11 +302,14 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
         rows = np.concatenate([pack_rows(m) for m in masks]) if masks else \
             np.zeros((0, packed_row_bytes(grid)), np.uint8)
         _save(os.path.join(folder, 'collision.npy'), rows)
+        if tables:
+            _save_scene_summaries(tmp, folder, metas[scene].object_ids, masks, tables, grid)
         offsets = np.concatenate([[0], np.cumsum([len(m) for m in masks])[:-1]]).astype(int)
         manifest_scenes[f'{scene:04d}'] = dict(
             object_ids=[int(o) for o in metas[scene].object_ids],
             row_offsets=[int(o) for o in offsets[:len(masks)]])
-        print_log(f'label store: scene {scene:04d} collision ({i + 1}/{len(scenes)}, '
+        print_log(f'label store: scene {scene:04d} collision'
+                  f'{" and view summaries" if tables else ""} ({i + 1}/{len(scenes)}, '
                   f'{time.time() - t0:.1f}s)', logger='current')
     sources = {}
     for path in _source_files(reader, scenes, objects):
@@ -305,7 +321,44 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
                 dtypes=dict(points='float32', scores='float32', widths='float32',
                             self_collision='uint8 packed', tolerance='uint8 level',
                             collision='uint8 packed'),
+                view_summaries=dict(view_max_mu=summaries.SUMMARY_VIEW_MAX_MU,
+                                    max_width=summaries.SUMMARY_MAX_WIDTH),
                 objects=manifest_objects, scenes=manifest_scenes, sources=sources)
+
+
+def _save_score_codes(folder: str, label: dict, grid: Tuple[int, int, int]
+                      ) -> Optional[np.ndarray]:
+    """μ codes, their value table and the raw per-view summaries of one object; None (and
+    nothing written) when its μ take more than 255 values: it keeps float32 scores only."""
+    table = summaries.score_value_table(label['scores']) \
+        if summaries.summaries_supported(grid) else None
+    if table is not None:
+        _save(os.path.join(folder, 'score_codes.npy'),
+              summaries.encode_scores(label['scores'], table))
+        _save(os.path.join(folder, 'score_values.npy'), table)
+        summaries.save_summaries(
+            folder, summaries.view_summaries(label['scores'], label['widths'], table), _save)
+    return table
+
+
+def _save_scene_summaries(tmp: str, folder: str, object_ids, masks, tables: dict,
+                          grid: Tuple[int, int, int]) -> None:
+    """Per-view summaries of every instance's μ with its scene collisions applied, row for row
+    with the scene's collision file (rows of objects without μ codes stay 0: never read)."""
+    parts = []
+    for obj, mask in zip(object_ids, masks):
+        obj = int(obj)
+        if obj not in tables:
+            parts.append({name: np.zeros((len(mask), grid[0]), dtype)
+                          for name, dtype in summaries.SUMMARY_DTYPES.items()})
+            continue
+        source = os.path.join(tmp, 'objects', f'{obj:03d}')
+        scores = np.load(os.path.join(source, 'scores.npy'), mmap_mode='r')
+        widths = np.load(os.path.join(source, 'widths.npy'), mmap_mode='r')
+        parts.append(summaries.view_summaries(scores, widths, tables[obj], collided=mask))
+    if parts:
+        summaries.save_summaries(folder, {name: np.concatenate([p[name] for p in parts])
+                                          for name in parts[0]}, _save)
 
 
 def build_label_store(reader: GraspSource, cache_dir: Optional[str] = None,

@@ -9,8 +9,9 @@ cached), and all ranges of the batch go out at once on a bounded pool of threads
 therefore costs about one round trip per ``read_rows`` call, whatever the number of files.
 
 Only the process that opened the store (the training process) reads by URL. The small files a
-loader worker reads — the manifest, every object's label points and tolerance radii — are
-copied once, at open, into a local mirror beside the block cache (:meth:`RemoteStore.local_copy`);
+loader worker or a gather reads whole — the manifest, every object's label points, tolerance
+radii and μ value tables — are copied once, at open, into a local mirror beside the block cache
+(:meth:`RemoteStore.local_copy`);
 a forked worker that would fetch raises instead (:class:`RemoteStoreError`).
 
 Faults: a failing range is retried with exponential backoff when that can help (connection
@@ -37,7 +38,7 @@ from .remote_source import RemoteFileChanged, RemoteReadError, is_url, join_url,
 MANIFEST = 'manifest.json'
 CURRENT = 'CURRENT'
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-_MIRRORED = ('points.npy', 'tolerance_radii.npy')
+_MIRRORED = ('points.npy', 'tolerance_radii.npy', 'score_values.npy')
 
 
 class RemoteStoreError(RuntimeError):

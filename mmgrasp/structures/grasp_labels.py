@@ -7,7 +7,7 @@ knows where the rows live (``grids='deferred'``). Model code never looks at whic
 """
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import (ClassVar, Iterator, Optional, Protocol, Sequence, Tuple,
+from typing import (ClassVar, Dict, Iterator, Optional, Protocol, Sequence, Tuple,
                     runtime_checkable)
 
 import torch
@@ -186,6 +186,39 @@ def gather_grids(objects: Sequence[ObjectGraspLabels], name: str, owner: Tensor,
         raise TypeError(f'gather_grids: objects mix storages {sorted(k.__name__ for k in kinds)}; '
                         f'a batch must be all dense or all deferred by one source')
     return kinds.pop().gather(deferred, name, owner, rows, views)
+
+
+def reads_matched_cells(objects: Sequence[ObjectGraspLabels]) -> bool:
+    """Whether the objects' grids can be read as per-view summaries and single-view cells
+    (:func:`gather_view_summaries`, :func:`gather_view_cells`): all deferred by one source that
+    offers those reads and has them for every record (a label store with μ codes)."""
+    deferred = [o.deferred for o in objects]
+    if not deferred or any(d is None for d in deferred) or len({type(d) for d in deferred}) > 1:
+        return False
+    source = type(deferred[0])
+    supports = getattr(source, 'supports_matched_cells', None)
+    return supports is not None and supports(deferred)
+
+
+def gather_view_summaries(objects: Sequence[ObjectGraspLabels], names: Sequence[str],
+                          owner: Tensor, rows: Tensor, views: Tensor,
+                          first_cell_widths: bool = False) -> Dict[str, Tensor]:
+    """Per-view summaries (see ``mmgrasp.storage.view_summaries``) of label point ``rows[k]``
+    of ``objects[owner[k]]`` at its object views ``views[k]`` (K, W), each (K, W), in one read;
+    with ``first_cell_widths`` also ``first_cell_width`` (K,), the width of cell (0, 0) at view
+    ``views[k, 0]``. Only where :func:`reads_matched_cells` holds."""
+    deferred = [o.deferred for o in objects]
+    return type(deferred[0]).gather_view_summaries(deferred, names, owner, rows, views,
+                                                   first_cell_widths)
+
+
+def gather_view_cells(objects: Sequence[ObjectGraspLabels], names: Sequence[str],
+                      owner: Tensor, rows: Tensor, views: Tensor) -> Dict[str, Tensor]:
+    """The (A, D) cells of label point ``rows[k]`` at object view ``views[k]``, (K, A, D) per
+    name (``scores``, ``widths``, ``tolerance``, ``collision``), raw (collisions not applied),
+    in one read. Only where :func:`reads_matched_cells` holds."""
+    deferred = [o.deferred for o in objects]
+    return type(deferred[0]).gather_view_cells(deferred, names, owner, rows, views)
 
 
 @contextmanager

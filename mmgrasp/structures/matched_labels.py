@@ -10,6 +10,11 @@ from typing import Iterator, Optional, Tuple
 
 from torch import Tensor
 
+#: per-seed expansions over the views ((B, Ns, V, A, D) grids and (B, Ns, V, 3, 3) rotations),
+#: built only by the full computation on grids (dense labels, or deferred ones without μ codes);
+#: labels matched through per-view summaries leave them None, and no loss consumes them
+GRID_FIELDS = ('view_rot', 'scores', 'widths', 'collision', 'score_labels')
+
 
 @dataclass
 class MatchedLabels:
@@ -23,18 +28,25 @@ class MatchedLabels:
         object_index: (B, Ns) int64 index into ``GraspLabelBatch.objects``.
         row: (B, Ns) int64 label point row within that object.
         view_index: (B, Ns, V) int64 object-frame view behind each camera-frame template slot.
-        view_rot: (B, Ns, V, 3, 3) gripper rotation of each slot (the rotated object view).
-        scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible.
-        widths: (B, Ns, V, A, D) metres, or None (read at the chosen view only).
+        slot_rot: (O, V, 3, 3) gripper rotation of each slot of each object of the batch (the
+            rotated object view behind the slot).
+        view_rot: (B, Ns, V, 3, 3) ``slot_rot`` of each seed's object (full computation only).
+        scores: (B, Ns, V, A, D) friction μ per slot: > 0 valid, 0 collided, −1 infeasible;
+            None where the labels are read as per-view summaries and chosen-view cells
+            (deferred labels of a store with μ codes: no grid-sized field is built).
+        widths: (B, Ns, V, A, D) metres, or None (read at the chosen view only, or summaries).
         collision: (B, Ns, V, A, D) bool scene collision per slot under
             ``SampleGraspLabels(collision='mask')`` (already applied: μ and tolerance read 0
             there, the targets of ``'zero_scores'``; kept for a loss that wants the mask), else
-            None.
+            None (also with summaries).
         view_graspness: (B, Ns, V) GSNet view graspness in [0, 1], or None.
         score_labels: (B, Ns, V, A, D) ln(u_max / μ) where μ > 0 (and width ≤ 0.1 when widths
-            are read at all views), else 0; None under GSNet's normalisation.
+            are read at all views), else 0; None under GSNet's normalisation (or summaries).
         view_labels: (B, Ns, V) max of ``score_labels`` over A·D, or None.
+        score_max: () u_max, the batch's largest μ over all slots (BL's labels), or None.
         scale_weight: (B, Ns) Scale-Balanced-Grasp width-bin weight of the seed's best grasp.
+        best_width: (B, Ns) width of that best grasp (first argmax of ``score_labels`` over
+            V·A·D), Scale-Balanced-Grasp only.
         robust_graspable: (B, Ns) bool, more than ``min_views`` views with a label > 0.1
             (Scale-Balanced-Grasp; combined with objectness by the model).
 
@@ -52,14 +64,17 @@ class MatchedLabels:
     object_index: Tensor
     row: Tensor
     view_index: Tensor
-    view_rot: Tensor
-    scores: Tensor
+    slot_rot: Optional[Tensor] = None
+    view_rot: Optional[Tensor] = None
+    scores: Optional[Tensor] = None
     widths: Optional[Tensor] = None
     collision: Optional[Tensor] = None
     view_graspness: Optional[Tensor] = None
     score_labels: Optional[Tensor] = None
     view_labels: Optional[Tensor] = None
+    score_max: Optional[Tensor] = None
     scale_weight: Optional[Tensor] = None
+    best_width: Optional[Tensor] = None
     robust_graspable: Optional[Tensor] = None
     top_view: Optional[Tensor] = None
     top_view_rot: Optional[Tensor] = None

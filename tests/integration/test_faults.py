@@ -1,7 +1,7 @@
 """Faults and bad input at run time: each gets a clear error naming the file or key, or a
 documented recovery — never a wrong value used silently, never a hidden worker crash.
 
-Elsewhere: label files deleted/truncated/replaced under a run (tests/unit/datasets/
+Elsewhere: label files deleted/truncated/replaced under a run (tests/unit/storage/
 test_label_maps.py), a store whose manifest no longer matches its sources (test_label_store.py),
 a checkpoint of another config hash (tests/unit/engine/test_config_hash.py and the resume tests).
 """

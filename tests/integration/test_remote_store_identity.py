@@ -15,7 +15,9 @@ from mmgrasp.storage.label_store import (LabelStoreError, build_label_store,
                                          open_remote_label_store)
 from mmgrasp.storage.range_server import RangeServer
 from mmgrasp.structures import gather_grids
-from mmgrasp.structures.grasp_labels import ObjectGraspLabels
+from mmgrasp.storage.view_summaries import SUMMARY_DTYPES
+from mmgrasp.structures.grasp_labels import (ObjectGraspLabels, gather_view_cells,
+                                             gather_view_summaries, reads_matched_cells)
 
 MODES = ('zero_scores', 'mask', 'none')
 NAMES = ('scores', 'widths', 'collision', 'tolerance')
@@ -39,7 +41,8 @@ def labels_of(store, mode):
             rows = np.arange(store.objects[obj].num_points, dtype=np.int32)[::2]
             record = StoreGrids(store=store.path, object_id=obj, rows=rows, grid=store.grid,
                                 collision_mode=mode, has_tolerance=True, scene=scene,
-                                collision_offset=entry.row_offsets[instance])
+                                collision_offset=entry.row_offsets[instance],
+                                matched_cells=store.objects[obj].score_codes)
             labels.append(ObjectGraspLabels(points=torch.from_numpy(store.points(obj)[rows]),
                                             pose=torch.eye(4)[:3], object_id=obj,
                                             collision_mode=mode, deferred=record))
@@ -81,6 +84,33 @@ def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path)
     for name in NAMES:
         assert same_bits(gather_grids(far, name, owner, rows), gather_grids(near, name, owner, rows))
     assert server.requests('.npy') == []
+
+
+def test_remote_matched_cell_reads_equal_local(published, tmp_path):
+    """The label-matching reads (per-view summaries, chosen-view cells with their value tables)
+    from the published store give the local store's bits, in every collision mode."""
+    local, server = published
+    remote = open_remote_label_store(server.url, str(tmp_path / 'remote-cache'),
+                                     dict(block_size=512, gap=0))
+    V = local.grid[0]
+    for mode in MODES:
+        near, far = labels_of(local, mode), labels_of(remote, mode)
+        assert reads_matched_cells(near) and reads_matched_cells(far)
+        counts = torch.tensor([len(label.points) for label in near])
+        g = torch.Generator().manual_seed(10 + MODES.index(mode))
+        owner = torch.randint(len(near), (200,), generator=g)
+        rows = (torch.rand(200, generator=g) * counts[owner]).long()
+        views = torch.randint(V, (200, V), generator=g)
+        names = list(SUMMARY_DTYPES)
+        want = gather_view_summaries(near, names, owner, rows, views, first_cell_widths=True)
+        got = gather_view_summaries(far, names, owner, rows, views, first_cell_widths=True)
+        assert want.keys() == got.keys() and all(same_bits(got[k], want[k]) for k in want), mode
+        cells = ['scores', 'widths', 'tolerance'] + (['collision'] if mode != 'none' else [])
+        chosen = views[:, 0]
+        want = gather_view_cells(near, cells, owner, rows, chosen)
+        got = gather_view_cells(far, cells, owner, rows, chosen)
+        assert want.keys() == got.keys() and all(same_bits(got[k], want[k]) for k in want), mode
+    assert server.requests('score_codes.npy')
 
 
 def test_loader_workers_never_touch_the_network(published, synthetic_root, tmp_path):

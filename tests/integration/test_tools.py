@@ -80,6 +80,21 @@ def test_test_tool_dumps_well_formed_grasps(synthetic_root, tmp_path, name):
         assert (grasps[:, 2] == np.float32(0.02)).all() and (grasps[:, 16] == -1).all()
 
 
+def test_read_benchmark_measures_label_matching(synthetic_root, tmp_path):
+    """benchmark_deferred_read --assigner: the three paths of each recipe agree (it checks) and
+    the matched cells copy fewer bytes out of the maps than whole rows."""
+    report = str(tmp_path / 'read.json')
+    out = _run('tools/analysis/benchmark_deferred_read.py', '--root', synthetic_root, '--rows',
+               '50', '--repeats', '1', '--assigner', '--seeds', '32', '--json', report)
+    assert '| gsnet | matched cells |' in out.stdout and '| sbg | whole rows |' in out.stdout
+    with open(report) as f:
+        assigner = json.load(f)['assigner']
+    for recipe in ('gsnet', 'bl', 'sbg'):
+        paths = assigner[recipe]
+        assert paths['dense']['bytes'] == 0
+        assert 0 < paths['matched cells']['bytes'] < paths['whole rows']['bytes']
+
+
 def test_loader_benchmark_writes_every_figure(synthetic_root, tmp_path):
     config = _config(tmp_path, 'gsnet_demo.py', synthetic_root, 1000)
     report = str(tmp_path / 'bench.json')
@@ -90,10 +105,13 @@ def test_loader_benchmark_writes_every_figure(synthetic_root, tmp_path):
         figures = json.load(f)
     keys = {'loader_fps', 'batch_mib', 'first_batch_s', 'to_device_ms', 'forward_ms',
             'backbone_ms', 'seed_selection_ms', 'view_ms', 'assigner_ms', 'grouper_ms',
-            'head_ms', 'losses_ms', 'backward_ms', 'optimizer_ms', 'iteration_ms', 'wait_ms'}
+            'head_ms', 'losses_ms', 'backward_ms', 'optimizer_ms', 'iteration_ms', 'wait_ms',
+            'map_copy_mib'}
     for storage in ('dense', 'deferred'):
         (run,) = figures['results'][storage]
         assert keys <= set(run) and all(v >= 0 for v in run.values())
+    assert figures['results']['dense'][0]['map_copy_mib'] == 0
+    assert figures['results']['deferred'][0]['map_copy_mib'] > 0
     assert figures['results']['dense'][0]['batch_mib'] > figures['results']['deferred'][0][
         'batch_mib']
     assert set(figures['ratios']) == {'bytes_dense_over_deferred',

@@ -48,7 +48,7 @@ from mmengine.runner import Runner
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.registry import DATASETS, MODELS
 from mmgrasp.storage import label_maps
-from mmgrasp.storage.deferred_reader import pop_map_copy_seconds
+from mmgrasp.storage.deferred_reader import pop_map_copy_bytes, pop_map_copy_seconds
 from mmgrasp.storage.label_store import open_label_store
 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
@@ -57,6 +57,7 @@ ROWS = [('loader_fps', 'loader frames/s', 1), ('batch_mib', 'batch leaving a wor
         ('to_device_ms', 'batch.to(device) (ms)', 1), ('forward_ms', 'forward (ms)', 1)] + \
        [(f'{p}_ms', f'  {p.replace("_", " ")} (ms)', 1) for p in PARTS] + \
        [('map_copy_ms', '    of the assigner: copy out of the memory maps (ms)', 1),
+        ('map_copy_mib', '    bytes copied out of the memory maps per batch (MiB)', 1),
         ('backward_ms', 'backward (ms)', 1), ('optimizer_ms', 'optimizer step (ms)', 1),
         ('iteration_ms', 'iteration (ms)', 1), ('wait_ms', '  of it: wait for the loader (ms)', 1)]
 HIGHER_IS_BETTER = {'loader_fps'}
@@ -249,12 +250,12 @@ def run_storage(cfg: Config, args: argparse.Namespace, device: torch.device) -> 
         sync()
         t2 = time.perf_counter()
         model.timer.pop()
-        pop_map_copy_seconds()
+        pop_map_copy_seconds(), pop_map_copy_bytes()
         losses = model(**data, mode='loss')
         sync()
         t3 = time.perf_counter()
         parts = model.timer.pop()
-        map_copy = pop_map_copy_seconds()
+        map_copy, map_bytes = pop_map_copy_seconds(), pop_map_copy_bytes()
         optim.zero_grad()
         sum(v for k, v in losses.items() if 'loss' in k).backward()
         sync()
@@ -270,6 +271,8 @@ def run_storage(cfg: Config, args: argparse.Namespace, device: torch.device) -> 
                      **{f'{p}_ms': parts.get(p, 0.0) for p in PARTS})
         for key, value in times.items():
             sums[key] = sums.get(key, 0.0) + value * 1e3 / args.iterations
+        sums['map_copy_mib'] = sums.get('map_copy_mib', 0.0) + map_bytes / 2 ** 20 \
+            / args.iterations
     out.update(sums)
     return out
 

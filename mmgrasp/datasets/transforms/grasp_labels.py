@@ -182,7 +182,8 @@ class SampleGraspLabels(BaseTransform):
             record = StoreGrids(store=store.path, object_id=obj, rows=rows.astype(np.int32),
                                 grid=store.grid, collision_mode=self.collision,
                                 has_tolerance=self.tolerance, scene=scene,
-                                collision_offset=store.collision_row_offset(scene, instance))
+                                collision_offset=store.collision_row_offset(scene, instance),
+                                matched_cells=store.objects[obj].score_codes)
             grids = self._dense(store, record) if self.grids == 'dense' else dict(deferred=record)
             labels.append(ObjectGraspLabels(
                 points=torch.from_numpy(store.points(obj)[rows]),

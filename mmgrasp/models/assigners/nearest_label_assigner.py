@@ -10,8 +10,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from mmgrasp.storage.view_summaries import SUMMARY_VIEW_MAX_MU
 from mmgrasp.registry import TASK_UTILS
-from mmgrasp.structures.grasp_labels import gather_grids
+from mmgrasp.structures.grasp_labels import (gather_grids, gather_view_cells,
+                                             gather_view_summaries, reads_matched_cells)
 from mmgrasp.structures.label_batch import GraspLabelBatch
 from mmgrasp.structures.matched_labels import MatchedLabels
 from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
@@ -47,6 +49,7 @@ class NearestLabelAssigner:
         self.max_distance = max_distance
         self.num_views = num_views
         self.view_graspness_max_mu = view_graspness_max_mu
+        self.best_grasp_width = False  # Scale-Balanced-Grasp's assigner needs it
 
     # ------------------------------------------------------------------ stage one
     def nearest(self, seeds: Tensor, labels: GraspLabelBatch):
@@ -89,30 +92,42 @@ class NearestLabelAssigner:
         ``torch.cat`` of an empty object list); a batch without any labelled object is refused.
         BL's ln(u_max/μ) uses μ only where μ > 0, so a batch without positive μ gives all-zero
         labels, never ln of 0.
+
+        Dense labels (and deferred ones without μ codes) go through the full computation on
+        (B, Ns, V, A, D) grids; deferred labels of a store with μ codes read per-view summaries
+        of the matched rows instead (:meth:`_summary_targets`), with the same targets bit for
+        bit and no grid-sized field.
         """
         if labels.num_objects == 0:
             raise ValueError('NearestLabelAssigner: the batch has no labelled object; check '
                              'SampleGraspLabels(min_object_points) and the frames')
-        B, Ns, _ = seeds.shape
         point, distance, camera_points = self.nearest(seeds, labels)
         obj = labels.point_object[point]
-        row = labels.point_row[point]
         valid = torch.isfinite(distance)
         if self.distance_cutoff:
             valid &= distance < self.max_distance
         object_view = self.view_reindex(labels.poses)
-        view_index = object_view[obj]  # (B, Ns, V)
-        view_rot = self.view_rotations(labels.poses, object_view)[obj]
-        owner, rows = obj.reshape(-1), row.reshape(-1)
+        matched = MatchedLabels(
+            point=camera_points[point], distance=distance, valid=valid, object_index=obj,
+            row=labels.point_row[point], view_index=object_view[obj],
+            slot_rot=self.view_rotations(labels.poses, object_view))
+        if self._reads_summaries(labels):
+            summarised = self._summary_targets(matched, labels)
+            if summarised is not None:
+                return summarised
+        return self._grid_targets(matched, labels)
+
+    def _grid_targets(self, matched: MatchedLabels, labels: GraspLabelBatch) -> MatchedLabels:
+        """The full computation: (B, Ns, V, A, D) grids of the matched rows, then targets."""
+        owner, rows = matched.object_index.reshape(-1), matched.row.reshape(-1)
+        view_index, valid = matched.view_index, matched.valid
         scores = self._reindexed(labels, 'scores', owner, rows, view_index)
         collision = self._reindexed(labels, 'collision', owner, rows, view_index)
         if collision is not None:  # collision='mask': μ = 0 where collided, as 'zero_scores'
             scores = scores.masked_fill(collision, 0)
         scores = torch.where(valid[..., None, None, None], scores, scores.new_zeros(()))
-        matched = MatchedLabels(
-            point=camera_points[point], distance=distance, valid=valid, object_index=obj,
-            row=row, view_index=view_index, view_rot=view_rot, scores=scores,
-            collision=collision)
+        matched = replace(matched, scores=scores, collision=collision,
+                          view_rot=matched.slot_rot[matched.object_index])
         if self.all_view_widths:
             matched.widths = self._reindexed(labels, 'widths', owner, rows, view_index)
         if self.view_graspness:
@@ -121,9 +136,74 @@ class NearestLabelAssigner:
             mask = scores > 0
             if matched.widths is not None:
                 mask &= matched.widths <= GRASP_MAX_WIDTH
-            matched.score_labels = self._log_ratio(scores, mask, scores.max())
+            matched.score_max = scores.max()
+            matched.score_labels = self._log_ratio(scores, mask, matched.score_max)
             matched.view_labels = matched.score_labels.amax(dim=(-2, -1))
         return matched
+
+    def _reads_summaries(self, labels: GraspLabelBatch) -> bool:
+        """Deferred labels with per-view summaries built for this assigner's thresholds."""
+        return (reads_matched_cells(labels.objects)
+                and (not self.view_graspness
+                     or self.view_graspness_max_mu == SUMMARY_VIEW_MAX_MU))
+
+    def _summary_targets(self, matched: MatchedLabels, labels: GraspLabelBatch
+                         ) -> Optional[MatchedLabels]:
+        """Stage-one targets from the matched rows' per-view summaries (one read).
+
+        - view graspness: the count of 0 < μ ≤ 0.6 per slot, as the grid's count;
+        - BL's view label: ln(u_max / min μ) over the masked cells of the slot, equal to the max
+          over the cells of ln(u_max / μ) because that ratio decreases with μ; u_max is the
+          largest of the slots' largest μ;
+        - Scale-Balanced-Grasp's best-grasp width: the first slot holding the best label, then
+          the width of its first cell holding its min μ (cell (0, 0) of slot 0 when every label
+          is 0, as the grid's argmax).
+
+        None (the caller computes on grids) when the log ratio is not strictly decreasing over
+        the batch's μ values, the one assumption of the above (never seen: torch's log is
+        monotone on these inputs).
+        """
+        B, Ns, V = matched.view_index.shape
+        A, D = labels.objects[0].deferred.grid[1:]
+        names = ['view_count'] if self.view_graspness else []
+        min_mu = 'view_min_mu' if self.all_view_widths else 'view_min_mu_any'
+        if not self.gsnet_score_norm:
+            names += ['view_max_mu', min_mu]
+            if self.best_grasp_width:
+                names.append('view_best_width')
+        summary = gather_view_summaries(
+            labels.objects, names, matched.object_index.reshape(-1), matched.row.reshape(-1),
+            matched.view_index.reshape(-1, V), first_cell_widths=self.best_grasp_width)
+        tables = summary.pop('value_tables', None)
+        summary = {k: v.reshape(B, Ns, *v.shape[1:]) for k, v in summary.items()}
+        valid = matched.valid[..., None]
+        if self.view_graspness:
+            count = summary['view_count'].masked_fill(~valid, 0)
+            matched.view_graspness = self._normalised_view_graspness(count.float() / (A * D))
+        if not self.gsnet_score_norm:
+            zero = matched.slot_rot.new_zeros(())
+            u_max = torch.where(valid, summary['view_max_mu'], zero).max()
+            low = torch.where(valid, summary[min_mu], zero)
+            if not self._log_ratio_decreasing(tables, u_max):
+                return None
+            matched.score_max = u_max
+            matched.view_labels = self._log_ratio(low, low > 0, u_max)
+            if self.best_grasp_width:
+                best_view = matched.view_labels.argmax(dim=2, keepdim=True)
+                best = torch.gather(summary['view_best_width'], 2, best_view).squeeze(2)
+                matched.best_width = torch.where(matched.view_labels.amax(dim=2) > 0, best,
+                                                 summary['first_cell_width'])
+        return matched
+
+    @staticmethod
+    def _log_ratio_decreasing(tables: Tensor, u_max: Tensor) -> bool:
+        """ln(u_max / μ) strictly decreasing over the positive μ ≤ u_max of the batch's
+        objects (``tables``, their μ values), so that a slot's largest label is that of its
+        min μ and only cells holding that μ attain it."""
+        values = torch.unique(tables)
+        values = values[(values > 0) & (values <= u_max)]
+        logs = torch.log(u_max / values)
+        return bool((logs[1:] < logs[:-1]).all())
 
     def _reindexed(self, labels: GraspLabelBatch, name: str, owner: Tensor, rows: Tensor,
                    view_index: Tensor) -> Optional[Tensor]:
@@ -135,6 +215,11 @@ class NearestLabelAssigner:
     def _view_graspness(self, scores: Tensor) -> Tensor:
         graspable = (scores > 0) & (scores <= self.view_graspness_max_mu)
         count = graspable.sum(dim=(-2, -1)).float() / (scores.shape[-2] * scores.shape[-1])
+        return self._normalised_view_graspness(count)
+
+    @staticmethod
+    def _normalised_view_graspness(count: Tensor) -> Tensor:
+        """Min-max over the views of each seed (GSNet), of the graspable fraction per slot."""
         low = count.amin(dim=-1, keepdim=True)
         high = count.amax(dim=-1, keepdim=True)
         return (count - low) / (high - low + 1e-5)
@@ -156,11 +241,41 @@ class NearestLabelAssigner:
         would make ln(0/0) NaN, and every target is 0 instead.
         """
         index = top_view[..., None]
-        top_view_rot = torch.gather(matched.view_rot, 2,
-                                    index[..., None, None].expand(-1, -1, 1, 3, 3)).squeeze(2)
-        mu = self._at_view(matched.scores, top_view)
+        if matched.view_rot is not None:
+            top_view_rot = torch.gather(matched.view_rot, 2, index[..., None, None].expand(
+                -1, -1, 1, 3, 3)).squeeze(2)
+        else:  # the same rotations, gathered only at the chosen slots
+            top_view_rot = matched.slot_rot[matched.object_index, top_view]
         owner, rows = matched.object_index.reshape(-1), matched.row.reshape(-1)
         object_view = torch.gather(matched.view_index, 2, index).reshape(-1)
+        if matched.scores is None:  # per-view summaries in stage one: read the view's cells
+            mu, widths, tolerance = self._view_cells(matched, labels, owner, rows, object_view)
+        else:
+            mu, widths, tolerance = self._grid_view(matched, top_view, labels, owner, rows,
+                                                    object_view)
+        if self.gsnet_score_norm:
+            mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
+            positive = mu > 0
+            if positive.any():
+                u_max, u_min = mu.max(), mu[positive].min()
+                top_scores = (self._log_ratio(mu, positive, u_max)
+                              / (torch.log(u_max / u_min) + 1e-6))
+            else:  # GSNet normalises only when positives exist: every target stays 0
+                top_scores = torch.zeros_like(mu)
+        elif matched.score_labels is not None:
+            top_scores = self._at_view(matched.score_labels, top_view)
+        else:  # ln(u_max / μ) of the view's cells, as the grid's labels at that view
+            mask = mu > 0
+            if self.all_view_widths:
+                mask &= widths <= GRASP_MAX_WIDTH
+            top_scores = self._log_ratio(mu, mask, matched.score_max)
+        return replace(matched, top_view=top_view, top_view_rot=top_view_rot,
+                       top_scores=top_scores, top_widths=widths, top_tolerance=tolerance)
+
+    def _grid_view(self, matched: MatchedLabels, top_view: Tensor, labels: GraspLabelBatch,
+                   owner: Tensor, rows: Tensor, object_view: Tensor):
+        """μ, widths and tolerance (B, Ns, A, D) at the chosen slots, from stage one's grids."""
+        mu = self._at_view(matched.scores, top_view)
         if matched.widths is not None:
             widths = self._at_view(matched.widths, top_view)
         else:
@@ -174,19 +289,26 @@ class NearestLabelAssigner:
                 tolerance = tolerance.masked_fill(self._at_view(matched.collision, top_view), 0)
             tolerance = torch.where(matched.valid[..., None, None], tolerance,
                                     tolerance.new_zeros(()))
-        if self.gsnet_score_norm:
-            mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
-            positive = mu > 0
-            if positive.any():
-                u_max, u_min = mu.max(), mu[positive].min()
-                top_scores = (self._log_ratio(mu, positive, u_max)
-                              / (torch.log(u_max / u_min) + 1e-6))
-            else:  # GSNet normalises only when positives exist: every target stays 0
-                top_scores = torch.zeros_like(mu)
-        else:
-            top_scores = self._at_view(matched.score_labels, top_view)
-        return replace(matched, top_view=top_view, top_view_rot=top_view_rot,
-                       top_scores=top_scores, top_widths=widths, top_tolerance=tolerance)
+        return mu, widths, tolerance
+
+    def _view_cells(self, matched: MatchedLabels, labels: GraspLabelBatch, owner: Tensor,
+                    rows: Tensor, object_view: Tensor):
+        """μ, widths and tolerance (B, Ns, A, D) at the chosen slots, read as the view's cells
+        (one read): collisions and invalid seeds written as zeros, as in stage one's grids."""
+        names = ['scores', 'widths', 'collision'] + (['tolerance'] if self.with_tolerance else [])
+        cells = gather_view_cells(labels.objects, names, owner, rows, object_view)
+        B, Ns = matched.valid.shape
+        cells = {k: v.reshape(B, Ns, *v.shape[1:]) for k, v in cells.items()}
+        valid = matched.valid[..., None, None]
+        collided = cells.get('collision')
+        mu, tolerance = cells['scores'], cells.get('tolerance')
+        if collided is not None:
+            mu = mu.masked_fill(collided, 0)
+            tolerance = None if tolerance is None else tolerance.masked_fill(collided, 0)
+        mu = torch.where(valid, mu, mu.new_zeros(()))
+        if tolerance is not None:
+            tolerance = torch.where(valid, tolerance, tolerance.new_zeros(()))
+        return mu, cells['widths'], tolerance
 
     @staticmethod
     def _at_view(grid: Tensor, top_view: Tensor) -> Tensor:

@@ -37,6 +37,7 @@ class ScaleBalancedAssigner(NearestLabelAssigner):
         if not self.all_view_widths or self.gsnet_score_norm:
             raise ValueError('ScaleBalancedAssigner needs all_view_widths=True and '
                              'gsnet_score_norm=False (it weighs the best grasp of all views)')
+        self.best_grasp_width = True
         self.min_views = min_views
         self.view_threshold = view_threshold
         self.edges: Optional[Tensor] = None
@@ -59,8 +60,10 @@ class ScaleBalancedAssigner(NearestLabelAssigner):
                                "dict(type='ScaleStatisticHook') to custom_hooks or pass "
                                'scale_statistic=')
         matched = super().assign(seeds, labels)
-        best = matched.score_labels.flatten(2).argmax(dim=2, keepdim=True)
-        width = torch.gather(matched.widths.flatten(2), 2, best).squeeze(2)
+        if matched.score_labels is not None:  # grids (else the summaries gave best_width)
+            best = matched.score_labels.flatten(2).argmax(dim=2, keepdim=True)
+            matched.best_width = torch.gather(matched.widths.flatten(2), 2, best).squeeze(2)
+        width = matched.best_width
         edges = self.edges.to(width.device)
         inside = (width[..., None] > edges[:-1]) & (width[..., None] < edges[1:])
         bin_index = torch.where(inside.any(-1), inside.int().argmax(-1), 0)

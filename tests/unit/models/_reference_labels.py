@@ -170,12 +170,14 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
                            'view_rot', 'scores', 'widths', 'tolerance')}
     ties = {}
     first = 0
+    slot_rot = []
     for b, objects in enumerate(frames):
         camera = np.concatenate([o.points @ o.pose[:, :3].T + o.pose[:, 3] for o in objects])
         owner = np.concatenate([np.full(len(o.points), k) for k, o in enumerate(objects)])
         row = np.concatenate([np.arange(len(o.points)) for o in objects])
         object_view = [_view_reindex(o.pose[:, :3], views) for o in objects]
         rotations = [o.pose[:, :3] @ template[j] for o, j in zip(objects, object_view)]
+        slot_rot += rotations
         d = np.sqrt(((seeds[b][:, None] - camera[None]) ** 2).sum(-1))
         nearest = d.argmin(1)
         for s in range(Ns):
@@ -204,8 +206,9 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
     tolerance = None if out['tolerance'][0] is None else \
         np.stack(out['tolerance']).reshape(B, Ns, V, A, D)
     ref['valid'] = np.ones(shape, bool)
-    ref.update(dict.fromkeys(('view_graspness', 'score_labels', 'view_labels', 'scale_weight',
-                              'robust_graspable', 'collision')))
+    ref['slot_rot'] = np.stack(slot_rot)
+    ref.update(dict.fromkeys(('view_graspness', 'score_labels', 'view_labels', 'score_max',
+                              'scale_weight', 'best_width', 'robust_graspable', 'collision')))
     mu, widths = ref['scores'], ref['widths']  # float32
     top = top_view[..., None]
     at_view = lambda grid: np.take_along_axis(  # noqa: E731
@@ -236,6 +239,7 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
     labels = np.zeros(mu.shape)
     labels[mask] = np.log(u_max / mu[mask].astype(np.float64))
     ref['score_labels'] = labels
+    ref['score_max'] = u_max
     ref['view_labels'] = labels.reshape(B, Ns, V, A * D).max(-1)
     ref['top_scores'] = at_view(labels)
     ref['top_tolerance'] = at_view(tolerance)
@@ -249,6 +253,7 @@ def reference_labels(method: str, seeds: np.ndarray, frames: List[List[RawObject
         for k in range(len(edges) - 1):
             index[(edges[k] < width) & (edges[k + 1] > width)] = k
         ref['scale_weight'] = bin_weight[index]
+        ref['best_width'] = width
         ref['robust_graspable'] = (ref['view_labels'] > view_threshold).sum(-1) > min_views
     return dict(ref, ties=ties)
 

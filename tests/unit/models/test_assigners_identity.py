@@ -12,6 +12,7 @@ from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.models.assigners import (NearestLabelAssigner, ScaleBalancedAssigner,
                                       compute_scale_statistic)
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
+from mmgrasp.structures.matched_labels import GRID_FIELDS
 
 OPTIONS = ('all_view_widths', 'with_tolerance', 'view_graspness', 'gsnet_score_norm',
            'distance_cutoff')
@@ -50,8 +51,15 @@ def _run(assigner, inputs, seeds, top_view):
     return assigner.match_view(matched, top_view, inputs['grasp_labels'])
 
 
-def _assert_identical(a, b):
+
+
+def _assert_identical(a, b, summaries: bool = True):
+    """Every field equal bit for bit; with ``summaries``, ``b`` is the matched-cell path and
+    carries no grid-sized field."""
     for (name, x), (_, y) in zip(a.items(), b.items()):
+        if summaries and name in GRID_FIELDS:
+            assert y is None, f'{name}: a grid-sized field on the matched-cell path'
+            continue
         assert (x is None) == (y is None), name
         if x is not None:
             assert x.dtype == y.dtype and torch.equal(x, y), name
@@ -74,6 +82,19 @@ def test_all_option_combinations_identical(batches, flags):
     assert results[0].valid.any()
 
 
+@pytest.mark.parametrize('flags', [(True, True, False, False, True), (False, False, True, True,
+                                                                       False)],
+                         ids=lambda f: ''.join('1' if x else '0' for x in f))
+def test_whole_row_path_of_deferred_labels_identical(batches, flags, monkeypatch):
+    """Deferred labels matched through whole rows (a store without μ codes, or a view
+    graspness threshold the summaries were not built for) give the dense grids too."""
+    options = dict(zip(OPTIONS, flags), num_views=NUM_VIEWS, max_distance=0.02)
+    dense = _run(NearestLabelAssigner(**options), *batches['dense'])
+    monkeypatch.setattr(NearestLabelAssigner, '_reads_summaries', lambda self, labels: False)
+    rows = _run(NearestLabelAssigner(**options), *batches['deferred'])
+    _assert_identical(dense, rows, summaries=False)
+
+
 @pytest.mark.parametrize('option', OPTIONS)
 def test_every_option_changes_the_output(batches, option):
     base = dict(all_view_widths=False, with_tolerance=False, view_graspness=False,
@@ -93,6 +114,7 @@ def test_scale_balanced_identical_with_identical_statistic(make_dataset, batches
     results = [_run(ScaleBalancedAssigner(scale_statistic=statistic, num_views=NUM_VIEWS),
                     *batches[g]) for g in ('dense', 'deferred')]
     _assert_identical(*results)
+    assert results[1].best_width is not None and results[1].score_labels is None
     assert results[0].scale_weight.shape == (len(FRAMES), NUM_SEEDS)
     assert (results[0].scale_weight >= 1).all()
 
@@ -138,10 +160,13 @@ def _meta_instances(meta, poses, object_ids):
     return instances
 
 
-def test_against_brute_force_from_npz(make_dataset, distinct_instances_root):
+def test_against_brute_force_from_npz(make_dataset, distinct_instances_root, monkeypatch):
     """On the copy whose duplicated instances collide differently (tests/conftest.py): the
     nearest label point, view re-indexing, μ with the instance's collisions zeroed and widths,
-    from the raw files; the instance is found by pose, not by the record's collision_offset."""
+    from the raw files; the instance is found by pose, not by the record's collision_offset.
+    These are the grids of the whole-row path of deferred labels (the summaries have their own
+    value tests in tests/unit/storage/test_view_summaries.py)."""
+    monkeypatch.setattr(NearestLabelAssigner, '_reads_summaries', lambda self, labels: False)
     root = distinct_instances_root
     dataset = make_dataset('deferred', tolerance=True, root=root)
     data = pseudo_collate([dataset[i] for i in BRUTE_FORCE_FRAMES])

@@ -64,14 +64,21 @@ def test_collision_mask_gives_zero_scores_targets(synthetic_root, method, grids)
             ref = checks.run_reference(method, synthetic_root, batch, results[mode], mode)
             checks.compare_fields(results[mode], ref, f'{method} {grids} mask')
     masked, zeroed, none = results['mask'], results['zero_scores'], results['none']
-    assert masked.collision is not None and masked.collision.any()
+    if masked.scores is not None:  # grids; the matched-cell path of deferred labels has none
+        assert masked.collision is not None and masked.collision.any()
+        assert not torch.equal(masked.scores, none.scores)
+    else:
+        assert grids == 'deferred' and masked.collision is None
     assert zeroed.collision is None and none.collision is None
     for (name, a), (_, b) in zip(masked.items(), zeroed.items()):
         if name != 'collision':
             assert (a is None) == (b is None), name
             assert a is None or torch.equal(a, b), name
-    assert not torch.equal(masked.scores, none.scores)
     assert not torch.equal(masked.top_scores, none.top_scores)
+    if method == 'gsnet':
+        assert not torch.equal(masked.view_graspness, none.view_graspness)
+    else:
+        assert not torch.equal(masked.view_labels, none.view_labels)
 
 
 def test_collision_mask_in_scale_statistic(synthetic_root):
@@ -138,6 +145,8 @@ def _first_instance_offset(self, scene, instance):
 ASSIGNER = 'mmgrasp.models.assigners.nearest_label_assigner:NearestLabelAssigner'
 SBG = 'mmgrasp.models.assigners.scale_balanced_assigner:ScaleBalancedAssigner'
 BL_LOSS = 'mmgrasp.models.losses.graspnet_loss'
+SUMMARIES = 'mmgrasp.storage.view_summaries'
+MATCHED_READER = 'mmgrasp.storage.matched_reader'
 MUTANTS = {
     'width <= 0.1 mask dropped in match_view': source_mutant(
         f'{ASSIGNER}.match_view', '(mu > 0) & (widths <= GRASP_MAX_WIDTH)', '(mu > 0)'),
@@ -145,6 +154,9 @@ MUTANTS = {
         f'{ASSIGNER}.match_view', 'torch.log(u_max / u_min)', '(1 - 1e-6)'),
     'SBG best grasp by argmin': source_mutant(
         f'{SBG}.assign', '.argmax(dim=2, keepdim=True)', '.argmin(dim=2, keepdim=True)'),
+    'SBG best view from the summaries by argmin': source_mutant(
+        f'{ASSIGNER}._summary_targets', 'view_labels.argmax(dim=2, keepdim=True)',
+        'view_labels.argmin(dim=2, keepdim=True)'),
     'SBG robust graspable by >=': source_mutant(
         f'{SBG}.assign', 'graspable_views > self.min_views', 'graspable_views >= self.min_views'),
     "duplicated model's second instance reads the first instance's collision rows":
@@ -158,12 +170,22 @@ MUTANTS = {
     'view rotation approaches along +view': source_mutant(
         f'{ASSIGNER}.view_rotations', 'approach_to_matrix(-views', 'approach_to_matrix(views'),
     'BL u_max per seed instead of per batch': source_mutant(
-        f'{ASSIGNER}.assign', 'scores.max()', 'scores.amax(dim=(2, 3, 4), keepdim=True)'),
+        f'{ASSIGNER}._grid_targets', 'scores.max()', 'scores.amax(dim=(2, 3, 4), keepdim=True)'),
+    'BL u_max from the min-μ summary': source_mutant(
+        f'{ASSIGNER}._summary_targets', "summary['view_max_mu'], zero).max()",
+        "summary[min_mu], zero).max()"),
+    'min μ summary without the width mask': source_mutant(
+        f'{SUMMARIES}:view_summaries', 'masked = positive & (w <= max_width)', 'masked = positive'),
+    'chosen-view collision bits one cell off': source_mutant(
+        f'{MATCHED_READER}:_collision_windows', 'first_bit = (pair_key % V) * cells',
+        'first_bit = (pair_key % V) * cells + 1'),
+    "chosen-view cells: collision='mask' not applied to μ": source_mutant(
+        f'{ASSIGNER}._view_cells', 'mu = mu.masked_fill(collided, 0)', 'pass'),
     'GSNet view graspness not min-max normalised': source_mutant(
-        f'{ASSIGNER}._view_graspness', 'return (count - low) / (high - low + 1e-5)',
+        f'{ASSIGNER}._normalised_view_graspness', 'return (count - low) / (high - low + 1e-5)',
         'return count'),
     "collision='mask' not applied to μ": source_mutant(
-        f'{ASSIGNER}.assign', 'scores = scores.masked_fill(collision, 0)', 'pass'),
+        f'{ASSIGNER}._grid_targets', 'scores = scores.masked_fill(collision, 0)', 'pass'),
     'GSNet width target not x10': source_mutant(
         'mmgrasp.models.losses.gsnet_loss:GSNetLoss.__call__', 'matched.top_widths * 10',
         'matched.top_widths'),
@@ -189,7 +211,8 @@ def run_reference_checks(root: str, cache_dir: str) -> None:
     for grids in ('deferred', 'dense'):
         for method in ('gsnet', 'bl', 'sbg'):
             checks.check_losses(root, method, grids, cache_dir)
-    checks.check_assigner(root, 'bl', 'deferred', cache_dir, collision='mask')
+    for grids in ('deferred', 'dense'):
+        checks.check_assigner(root, 'bl', grids, cache_dir, collision='mask')
 
 
 def test_distinct_instances_copy_tells_them_apart(distinct_instances_root, tmp_path):
