@@ -82,7 +82,8 @@ def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path)
     near, far = labels_of(local, 'mask'), labels_of(remote, 'mask')
     owner, rows = torch.zeros(50, dtype=torch.long), torch.arange(50) % len(near[0].points)
     for name in NAMES:
-        assert same_bits(gather_grids(far, name, owner, rows), gather_grids(near, name, owner, rows))
+        assert same_bits(gather_grids(far, name, owner, rows),
+                         gather_grids(near, name, owner, rows))
     assert server.requests('.npy') == []
 
 

@@ -25,9 +25,11 @@ def label_store_for(data_root: str, cache_dir: Optional[str] = None,
     with ``store_url`` the store published there."""
     key = (data_root, cache_dir, tolerance_dir, store_url, repr(sorted((remote or {}).items())))
     if key not in _stores:
-        _stores[key] = (open_remote_label_store(store_url, cache_dir, remote) if store_url
-                        else open_label_store(GraspNetReader(data_root, tolerance_dir=tolerance_dir),
-                                              cache_dir))
+        if store_url:
+            _stores[key] = open_remote_label_store(store_url, cache_dir, remote)
+        else:
+            reader = GraspNetReader(data_root, tolerance_dir=tolerance_dir)
+            _stores[key] = open_label_store(reader, cache_dir)
     return _stores[key]
 
 

@@ -1,4 +1,5 @@
-"""The remote store reader: exact rows, coalescing, the block cache, options — HTTP and memory://."""
+"""The remote store reader: exact rows, coalescing, the block cache, options — over HTTP and
+memory://."""
 import multiprocessing
 import os
 
