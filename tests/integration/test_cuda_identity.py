@@ -13,11 +13,11 @@ import torch
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from test_amp_training import SHRINK, amp_config
-from test_recipe_matched_labels import BATCHES, RECIPES, REPO, recipe_dataset
+from test_recipe_matched_labels import (BATCHES, RECIPES, REPO, assert_matched_identical,
+                                        recipe_dataset)
 
 from mmgrasp.models.assigners import compute_scale_statistic
 from mmgrasp.registry import DATASETS, MODELS, TASK_UTILS, build_in_scope
-from mmgrasp.structures.matched_labels import GRID_FIELDS
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]
@@ -67,13 +67,8 @@ def test_recipe_matched_labels_identical_on_cuda(synthetic_root, recipe):
             labels = inputs['grasp_labels']
             matched[grids] = assigner.match_view(assigner.assign(seeds, labels), top_view,
                                                  labels)
-        for (name, a), (_, b) in zip(matched['dense'].items(), matched['deferred'].items()):
-            if name in GRID_FIELDS:  # the deferred labels are matched through summaries
-                assert b is None, name
-                continue
-            assert (a is None) == (b is None), name
-            if a is not None:
-                assert a.is_cuda and torch.equal(a, b), (recipe, frames, name)
+        assert_matched_identical(matched['dense'], matched['deferred'], (recipe, frames),
+                                 device='cuda')
 
 
 @pytest.mark.parametrize('name', sorted(SHRINK))

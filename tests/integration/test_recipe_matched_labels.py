@@ -30,6 +30,18 @@ def recipe_dataset(cfg: Config, root: str, grids: str) -> GraspNetDataset:
     return GraspNetDataset(root, pipeline=pipeline, seed=cfg.train_dataloader.dataset.seed)
 
 
+def assert_matched_identical(dense, deferred, context, device: str = 'cpu') -> None:
+    """Every field of the deferred MatchedLabels equals the dense one's, on ``device``; the grid
+    fields are absent on the deferred side (its labels are matched through summaries)."""
+    for (name, a), (_, b) in zip(dense.items(), deferred.items()):
+        if name in GRID_FIELDS:
+            assert b is None, name
+            continue
+        assert (a is None) == (b is None), name
+        if a is not None:
+            assert a.device.type == device and torch.equal(a, b), (*context, name)
+
+
 @pytest.mark.parametrize('recipe', RECIPES)
 def test_recipe_matched_labels_identical(synthetic_root, recipe):
     cfg = Config.fromfile(os.path.join(REPO, 'configs', recipe))
@@ -56,11 +68,5 @@ def test_recipe_matched_labels_identical(synthetic_root, recipe):
             labels = inputs['grasp_labels']
             result = assigner.assign(seeds, labels)
             matched[grids] = assigner.match_view(result, top_view, labels)
-        for (name, a), (_, b) in zip(matched['dense'].items(), matched['deferred'].items()):
-            if name in GRID_FIELDS:  # the deferred labels are matched through summaries
-                assert b is None, name
-                continue
-            assert (a is None) == (b is None), name
-            if a is not None:
-                assert torch.equal(a, b), (recipe, frames, name)
+        assert_matched_identical(matched['dense'], matched['deferred'], (recipe, frames))
         assert matched['deferred'].valid.all()
