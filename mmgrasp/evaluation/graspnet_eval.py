@@ -26,8 +26,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 import numpy as np
 from plyfile import PlyData, PlyParseError
 
-from .functional import (SignedDistanceField, evaluate_frame, quaternion_to_graspnet_pose,
-                         read_dexnet_sdf, table_points, transform_points, voxel_downsample)
+from .functional import (PosedTable, SignedDistanceField, evaluate_frame,
+                         quaternion_to_graspnet_pose, read_dexnet_sdf, voxel_downsample)
 
 EVALUATOR_VERSION = 'mmgrasp-graspnet-1 (graspnetAPI bd6783c rules)'
 SPLITS = {'seen': range(100, 130), 'similar': range(130, 160), 'novel': range(160, 190)}
@@ -142,7 +142,7 @@ def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[i
         sdf = _sdf(os.path.join(mdir, 'textured.sdf'))
         if rs is not None:
             sample = sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)]
-            sdf = SignedDistanceField(sdf.data, sdf.origin, sdf.resolution, sample)
+            sdf = sdf.with_surface_sample(sample)
         sdfs.append(sdf)
     return ids, models, sdfs
 
@@ -193,7 +193,6 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
         cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
         camera_poses = np.load(os.path.join(cam_dir, 'camera_poses.npy'))
         align = np.load(os.path.join(cam_dir, 'cam0_wrt_table.npy'))
-        table = table_points(1.0, 1.0, 0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)
         out = np.zeros((len(frames), TOP_K, 6))
         for n, frame in enumerate(frames):
             if on_frame is not None:
@@ -204,8 +203,7 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
             if len(poses) != len(models):
                 raise ValueError(f'annotation {frame:04d}.xml lists {len(poses)} objects, '
                                  f'frame 0000 lists {len(models)}')
-            table_cam = transform_points(table, np.linalg.inv(np.matmul(align,
-                                                                        camera_poses[frame])))
+            table_cam = PosedTable(np.linalg.inv(np.matmul(align, camera_poses[frame])))
             out[n] = evaluate_frame(grasps, models, sdfs, poses, table_cam, TOP_K)['accuracy']
         return out
     except EvaluationError:

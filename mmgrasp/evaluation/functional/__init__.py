@@ -7,7 +7,8 @@ GraspGroup rows (N, 17): score, width, height, depth, rotation (9, row-major), t
 
 - ``grasp_nms(grasps, translation_thresh=0.03, rotation_thresh=pi/6) -> kept rows``
 - ``voxel_downsample(points, voxel_size) -> points`` (open3d's rule)
-- ``table_points(lx=1, ly=1, lz=0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)``
+- ``table_points(lx=1, ly=1, lz=0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)``;
+  ``PosedTable(to_camera).inside(lo, hi)``: the posed table points in a box, posing only those
 - ``transform_points(points, T)``, ``nearest_indices(queries, points)``
 - ``quaternion_to_graspnet_pose(translation, wxyz) -> float32 4x4`` (via Euler degrees)
 - ``gripper_collision(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
@@ -30,13 +31,13 @@ from .frame_eval import (EVAL_FRICTION_COEFFICIENTS, dexnet_grasp_params, evalua
                          grasp_friction, precision_at_k)
 from .gripper import ModelFreeCollisionDetector, filter_collisions, gripper_collision
 from .nms import grasp_nms
-from .points import (nearest_indices, quaternion_to_graspnet_pose, table_points,
+from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
                      transform_points, voxel_downsample)
 from .sdf import SignedDistanceField, read_dexnet_sdf, write_dexnet_sdf
 
 __all__ = [
     'EVAL_FRICTION_COEFFICIENTS', 'GRASPNET_FRICTION_COEFFICIENTS', 'ModelFreeCollisionDetector',
-    'SignedDistanceField', 'antipodal_angles', 'close_jaws', 'dexnet_grasp_params',
+    'PosedTable', 'SignedDistanceField', 'antipodal_angles', 'close_jaws', 'dexnet_grasp_params',
     'evaluate_frame', 'filter_collisions', 'force_closure', 'force_closure_min_friction',
     'grasp_friction', 'grasp_nms', 'gripper_collision', 'nearest_indices', 'precision_at_k',
     'quaternion_to_graspnet_pose', 'read_dexnet_sdf', 'table_points', 'transform_points',

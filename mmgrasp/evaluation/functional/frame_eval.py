@@ -10,7 +10,7 @@ from .contacts import close_jaws
 from .force_closure import GRASPNET_FRICTION_COEFFICIENTS, force_closure_min_friction
 from .gripper import gripper_collision
 from .nms import grasp_nms
-from .points import nearest_indices, transform_points
+from .points import PosedTable, in_box, nearest_indices, transform_points
 from .sdf import SignedDistanceField
 from .sorting import legacy_numpy_argsort
 
@@ -64,7 +64,7 @@ def precision_at_k(scores: np.ndarray, top_k: int = 50,
 
 def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                    sdfs: Sequence[SignedDistanceField], poses: Sequence[np.ndarray],
-                   table: np.ndarray | None, top_k: int = 50, max_width: float = 0.1,
+                   table: PosedTable | None, top_k: int = 50, max_width: float = 0.1,
                    per_object: int = 10) -> dict:
     """graspnetAPI's per-frame evaluation of a dump (tied scores ordered as graspnetAPI's
     sorts order them, see :mod:`.sorting`).
@@ -73,7 +73,7 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         grasps: (N, 17) dumped rows (any float dtype; widths are clipped in that dtype).
         models: downsampled model points per object, object frame.
         sdfs: the objects' SDFs, same order. poses: float32 4x4 object -> camera.
-        table: (T, 3) table points in the camera frame, or None.
+        table: the table points posed in the camera frame, or None.
 
     Returns:
         dict(accuracy=(top_k, 6), grasps=kept rows sorted by confidence, scores=their
@@ -99,15 +99,19 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         return empty
     ranked = legacy_numpy_argsort(stacked[:, 0])[::-1]
     min_score = stacked[ranked[min(top_k - 1, len(ranked) - 1)], 0]
-    if table is not None:
-        scene = np.concatenate([scene, table])
+    per_obj = [g[g[:, 0] >= min_score] for g in per_obj]
+    boxes = {i: (posed[i].min(axis=0) - 0.05, posed[i].max(axis=0) + 0.05)
+             for i, g in enumerate(per_obj) if len(g)}
+    if not boxes:  # NaN scores pass no threshold
+        return empty
+    if table is not None:  # only the table points that the boxes of these objects can hold
+        lo = np.min([b[0] for b in boxes.values()], axis=0)
+        hi = np.max([b[1] for b in boxes.values()], axis=0)
+        scene = np.concatenate([scene, table.inside(lo, hi)])
     kept, scores, collided = [], [], []
-    for i, g in enumerate(per_obj):
-        g = g[g[:, 0] >= min_score]
-        if len(g) == 0:
-            continue
-        lo, hi = posed[i].min(axis=0) - 0.05, posed[i].max(axis=0) + 0.05
-        work = scene[np.all((scene > lo) & (scene < hi), axis=1)]
+    for i, (lo, hi) in boxes.items():
+        g = per_obj[i]
+        work = scene[in_box(scene, lo, hi)]
         collision, _ = gripper_collision(g, work)
         score = np.full(len(g), -1.0)
         free = ~collision
@@ -116,8 +120,6 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         kept.append(g)
         scores.append(score)
         collided.append(collision)
-    if not kept:
-        return empty
     kept, scores, collided = np.concatenate(kept), np.concatenate(scores), np.concatenate(collided)
     order = legacy_numpy_argsort(-kept[:, 0])
     kept, scores, collided = kept[order], scores[order], collided[order]

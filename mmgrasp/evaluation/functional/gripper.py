@@ -41,22 +41,25 @@ def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.
         part = grasps[s:s + chunk]
         target = _points_in_gripper(points, part[:, GRASP_TRANSLATION],
                                     part[:, GRASP_ROTATION].reshape(-1, 3, 3))
-        depths = part[:, 3][:, None]
-        half = part[:, 1][:, None] / 2
-        x, y, z = target[..., 0], target[..., 1], target[..., 2]
-        mask1 = (z > -height / 2) & (z < height / 2)
+        z = target[..., 2]
+        # every region lies in the jaws' height band: test the rest on its points only
+        grasp, point = np.nonzero((z > -height / 2) & (z < height / 2))
+        x, y = target[grasp, point, 0], target[grasp, point, 1]
+        depths = part[:, 3][grasp]
+        half = (part[:, 1] / 2)[grasp]
         mask2 = (x > -depth_base) & (x < depths)
         mask3 = y > -(half + finger_width)
         mask4 = y < -half
         mask5 = y < (half + finger_width)
         mask6 = y > half
         mask7 = (x > -(depth_base + finger_width)) & (x < -depth_base)
-        left = mask1 & mask2 & mask3 & mask4
-        right = mask1 & mask2 & mask5 & mask6
-        bottom = mask1 & mask3 & mask5 & mask7
-        inner = mask1 & mask2 & ~mask4 & ~mask6
-        e = inner.sum(axis=-1) < empty_thresh
-        collision[s:s + chunk] = np.any(left | right | bottom, axis=-1) | e
+        left = mask2 & mask3 & mask4
+        right = mask2 & mask5 & mask6
+        bottom = mask3 & mask5 & mask7
+        inner = mask2 & ~mask4 & ~mask6
+        e = np.bincount(grasp[inner], minlength=len(part)) < empty_thresh
+        hit = np.bincount(grasp[left | right | bottom], minlength=len(part)) > 0
+        collision[s:s + chunk] = hit | e
         empty[s:s + chunk] = e
     return collision, empty
 

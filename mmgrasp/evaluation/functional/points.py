@@ -1,6 +1,7 @@
 """Point-set helpers with graspnetAPI's exact rules (table grid, voxel downsampling, poses)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -18,7 +19,11 @@ def voxel_downsample(points: np.ndarray, voxel_size: float) -> np.ndarray:
         return points.copy()
     bound = points.min(axis=0) - voxel_size * 0.5
     index = np.floor((points - bound) / voxel_size).astype(np.int64)
-    _, inverse, counts = np.unique(index, axis=0, return_inverse=True, return_counts=True)
+    size = index.max(axis=0) + 1
+    if np.prod(size.astype(np.float64)) < 2.0 ** 62:  # one integer key a voxel, same order
+        index = (index[:, 0] * size[1] + index[:, 1]) * size[2] + index[:, 2]
+    _, inverse, counts = np.unique(index, axis=0 if index.ndim == 2 else None,
+                                   return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     sums = np.stack([np.bincount(inverse, weights=points[:, d]) for d in range(3)], axis=1)
     return sums / counts[:, None]
@@ -32,6 +37,60 @@ def table_points(lx: float = 1.0, ly: float = 1.0, lz: float = 0.05, dx: float =
     zs = np.linspace(0, lz, int(lz / grid_size))
     x, y, z = np.meshgrid(xs, ys, zs, indexing='xy')
     return np.stack([x + dx, y + dy, z + dz], axis=-1).reshape(-1, 3)
+
+
+_CORNERS = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], dtype=bool)
+
+
+class PosedTable:
+    """graspnetAPI's table points (:func:`table_points`) posed by ``to_frame``, computed only
+    near the boxes asked for.
+
+    graspnetAPI poses all 93 750 table points every frame and keeps, per object, those inside
+    the object's box; ``inside`` returns the same points (each row the same product as in
+    ``transform_points(table, to_frame)``, in table order) from the few grid cells the box can
+    reach: its corners are brought back to the table frame, widened by ``slack`` metres (far
+    more than the rounding of the inverse), and only that part of the grid is posed.
+    """
+
+    def __init__(self, to_frame: np.ndarray, lx: float = 1.0, ly: float = 1.0,
+                 lz: float = 0.05, dx: float = -0.5, dy: float = -0.5, dz: float = -0.05,
+                 grid_size: float = 0.008, slack: float = 1e-3):
+        self.to_frame = np.asarray(to_frame)
+        self.to_table = np.linalg.inv(self.to_frame.astype(np.float64))
+        self.points = _table_points(lx, ly, lz, dx, dy, dz, grid_size)
+        # the grid's axes as table_points lays them out: (ny, nx, nz), z fastest
+        self.axes = [np.linspace(0, lx, int(lx / grid_size)) + dx,
+                     np.linspace(0, ly, int(ly / grid_size)) + dy,
+                     np.linspace(0, lz, int(lz / grid_size)) + dz]
+        self.slack = slack
+
+    def inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Posed table points p with lo < p < hi on every axis, (N, 3)."""
+        corners = transform_points(np.where(_CORNERS, hi, lo), self.to_table)
+        ranges = []
+        for axis, a, b in zip(self.axes, corners.min(0) - self.slack, corners.max(0) + self.slack):
+            ranges.append(np.arange(np.searchsorted(axis, a), np.searchsorted(axis, b, 'right')))
+        ix, iy, iz = ranges
+        nx, nz = len(self.axes[0]), len(self.axes[2])
+        index = ((iy[:, None, None] * nx + ix[None, :, None]) * nz + iz[None, None, :]).ravel()
+        posed = transform_points(self.points[index], self.to_frame)
+        return posed[in_box(posed, lo, hi)]
+
+
+def in_box(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(N,) bool: lo < p < hi on every axis (one column at a time: faster than ``all``)."""
+    inside = (points[:, 0] > lo[0]) & (points[:, 0] < hi[0])
+    for axis in (1, 2):
+        inside &= (points[:, axis] > lo[axis]) & (points[:, axis] < hi[axis])
+    return inside
+
+
+@functools.lru_cache(maxsize=4)
+def _table_points(*args) -> np.ndarray:
+    points = table_points(*args)
+    points.flags.writeable = False
+    return points
 
 
 def transform_points(points: np.ndarray, trans: np.ndarray) -> np.ndarray:

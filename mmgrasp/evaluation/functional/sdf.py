@@ -7,6 +7,8 @@ dexnet (its ``transform_pt_*`` cast to float32), so contacts land where dexnet's
 """
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from typing import Optional
 
@@ -53,9 +55,19 @@ class SignedDistanceField:
             raise ValueError('SDF has no cell within resolution*sqrt(2)/2 of its zero set')
         self.surface_sample = self.surface_cells if surface_sample is None else \
             np.asarray(surface_sample, dtype=np.int64)
-        self._sample_tree = cKDTree(self.surface_sample.astype(np.float64))
         self._inv_res = 1.0 / self.resolution
         self._grid_shift = -self._inv_res * self.origin
+
+    @functools.cached_property
+    def _sample_tree(self) -> cKDTree:  # built at the first out-of-grid query
+        return cKDTree(self.surface_sample.astype(np.float64))
+
+    def with_surface_sample(self, surface_sample: np.ndarray) -> 'SignedDistanceField':
+        """The same field with another out-of-grid surface sample, nothing recomputed."""
+        other = copy.copy(self)
+        other.__dict__.pop('_sample_tree', None)
+        other.surface_sample = np.asarray(surface_sample, dtype=np.int64)
+        return other
 
     # frames -------------------------------------------------------------------------------
     def to_grid(self, points: np.ndarray) -> np.ndarray:
@@ -146,7 +158,7 @@ class SignedDistanceField:
 def read_dexnet_sdf(path: str | os.PathLike,
                     surface_sample: Optional[np.ndarray] = None) -> SignedDistanceField:
     """Read a dexnet ``.sdf`` text file (see the module docstring)."""
-    with open(path) as f:
+    with open(path, 'rb') as f:  # bytes: no decoding, and float() parses bytes tokens
         header = [f.readline() for _ in range(3)]
         body = f.read()
     try:

@@ -1,0 +1,166 @@
+"""The evaluator's fast formulations against direct ones written from graspnetAPI's rules.
+
+Each fast path (the table posed near the boxes only, NMS in blocks with grasp_nms's
+arithmetic, the gripper regions tested inside the height band only, voxels by one integer key,
+an SDF re-sampled without recomputation) must give exactly what the direct rule gives.
+"""
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from mmgrasp.evaluation.functional import (PosedTable, SignedDistanceField, grasp_nms,
+                                           gripper_collision, table_points, transform_points,
+                                           voxel_downsample)
+
+
+def random_pose(seed: int) -> np.ndarray:
+    rs = np.random.RandomState(seed)
+    pose = np.eye(4)
+    pose[:3, :3] = Rotation.random(random_state=seed).as_matrix()
+    pose[:3, 3] = rs.randn(3) * 0.3
+    return np.linalg.inv(pose.astype(np.float32))  # float32, as camera poses are stored
+
+
+def test_posed_table_equals_posing_every_point():
+    table = table_points(1.0, 1.0, 0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)
+    rs = np.random.RandomState(0)
+    sizes = []
+    for seed in range(40):
+        to_camera = random_pose(seed)
+        every = transform_points(table, to_camera)
+        posed = PosedTable(to_camera)
+        for _ in range(3):
+            centre = every[rs.randint(len(every))]
+            lo, hi = centre - rs.rand(3) * 0.12, centre + rs.rand(3) * 0.12
+            direct = every[np.all((every > lo) & (every < hi), axis=1)]
+            np.testing.assert_array_equal(posed.inside(lo, hi), direct)
+            sizes.append(len(direct))
+    assert min(sizes) > 0 and max(sizes) > 1000  # the boxes held table points
+
+
+def test_posed_table_check_catches_a_box_cut_too_tight():
+    """Mutant: a negative slack drops points on the box's faces; the comparison sees it."""
+    table = table_points()
+    to_camera = random_pose(3)
+    every = transform_points(table, to_camera)
+    lo, hi = every[1000] - 0.1, every[1000] + 0.1
+    direct = every[np.all((every > lo) & (every < hi), axis=1)]
+    assert len(PosedTable(to_camera, slack=-0.01).inside(lo, hi)) < len(direct)
+
+
+def nms_pairwise(grasps: np.ndarray, translation_thresh=0.03, rotation_thresh=math.pi / 6):
+    """grasp_nms's C++ loop in Python floats: every candidate against every kept grasp."""
+    order = sorted(range(len(grasps)), key=lambda i: -grasps[i, 0])  # distinct scores
+    kept = []
+    for i in order:
+        b = [float(v) for v in grasps[i]]
+        for j in kept:
+            a = [float(v) for v in grasps[j]]
+            square = 0.0
+            for k in range(13, 16):
+                square += (a[k] - b[k]) ** 2
+            trace = 0.0
+            for row in range(3):
+                dot = 0.0
+                for k in range(3):
+                    dot += a[4 + 3 * row + k] * b[4 + 3 * row + k]
+                trace += dot
+            trace = min(3.0, max(-1.0, trace))
+            if math.sqrt(square) < translation_thresh and \
+                    math.acos(0.5 * (trace - 1.0)) < rotation_thresh:
+                break
+        else:
+            kept.append(i)
+    return grasps[kept]
+
+
+@pytest.mark.parametrize('n,spread,turn', [(5, 0.05, 0.3), (100, 0.06, 0.4), (300, 0.1, 0.5),
+                                           (90, 0.03, 0.1)])
+def test_nms_equals_the_pairwise_rule(n, spread, turn):
+    rs = np.random.RandomState(n)
+    grasps = np.zeros((n, 17))
+    grasps[:, 0] = rs.permutation(n) / n
+    rotations = Rotation.random(random_state=n) * Rotation.from_rotvec(rs.randn(n, 3) * turn)
+    grasps[:, 4:13] = rotations.as_matrix().reshape(n, 9)
+    # translations on a 1 cm lattice: many pairs exactly 0.03 apart, on the threshold
+    grasps[:, 13:16] = np.round(rs.rand(n, 3) * spread, 2)
+    kept = grasp_nms(grasps)
+    expected = nms_pairwise(grasps)
+    assert 0 < len(kept) < n or n == 5
+    np.testing.assert_array_equal(kept, expected)
+
+
+def gripper_collision_direct(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
+                             empty_thresh=10):
+    """graspnetAPI's collision_detection: every region's mask over every point."""
+    target = np.matmul(points[None] - grasps[:, None, 13:16], grasps[:, 4:13].reshape(-1, 3, 3))
+    x, y, z = target[..., 0], target[..., 1], target[..., 2]
+    depths, half = grasps[:, 3][:, None], grasps[:, 1][:, None] / 2
+    m1 = (z > -height / 2) & (z < height / 2)
+    m2 = (x > -depth_base) & (x < depths)
+    m3, m4 = y > -(half + finger_width), y < -half
+    m5, m6 = y < (half + finger_width), y > half
+    m7 = (x > -(depth_base + finger_width)) & (x < -depth_base)
+    hit = (m1 & m2 & m3 & m4) | (m1 & m2 & m5 & m6) | (m1 & m3 & m5 & m7)
+    empty = (m1 & m2 & ~m4 & ~m6).sum(axis=-1) < empty_thresh
+    return hit.any(axis=-1) | empty, empty
+
+
+def test_gripper_collision_equals_every_mask_over_every_point():
+    rs = np.random.RandomState(1)
+    n = 150  # more than one chunk of 64
+    grasps = np.zeros((n, 17))
+    grasps[:, 1] = 0.02 + rs.rand(n) * 0.08
+    grasps[:, 3] = rs.choice([0.01, 0.02, 0.03, 0.04], n)
+    rotations = Rotation.random(n, random_state=2).as_matrix()
+    grasps[:, 4:13] = rotations.reshape(n, 9)
+    grasps[:, 13:16] = np.arange(n)[:, None] * 0.3  # far apart: each grasp sees its own points
+    clusters = []
+    for i, (_, width, _, depth) in enumerate(grasps[:, :4]):
+        if i % 3:  # between the jaws only, 5 to 19 points: free or empty
+            lo, hi, count = [0.0, -width / 2, -0.01], [depth, width / 2, 0.01], rs.randint(5, 20)
+        else:  # around the whole gripper and its edges: collisions
+            lo, hi, count = [-0.035, -width / 2 - 0.015, -0.012], [depth + 0.01, width / 2 + 0.015,
+                                                                    0.012], 60
+        local = lo + rs.rand(count, 3) * (np.array(hi) - lo)
+        if i % 3 == 2:  # and a few just outside the fingers, which touch nothing
+            side = rs.choice([-1.0, 1.0], 4)
+            beyond = width / 2 + 0.0105 + rs.rand(4) * 0.004
+            outside = np.stack([rs.rand(4) * depth, side * beyond, np.zeros(4)], 1)
+            local = np.concatenate([local, outside])
+        clusters.append(local @ rotations[i].T + grasps[i, 13:16])
+    points = np.concatenate(clusters)
+    collision, empty = gripper_collision(grasps, points)
+    expected_collision, expected_empty = gripper_collision_direct(grasps, points)
+    np.testing.assert_array_equal(empty, expected_empty)
+    np.testing.assert_array_equal(collision, expected_collision)
+    # every outcome occurs: free, empty, and colliding with points between the jaws
+    assert (~collision).sum() > 10 and empty.sum() > 10 and (collision & ~empty).sum() > 10
+
+
+def test_voxel_keys_equal_row_keys():
+    rs = np.random.RandomState(2)
+    for points, size in [(rs.rand(5000, 3) * 0.3, 0.008), (rs.randn(3000, 3), 0.05),
+                         (rs.rand(50, 3) * 1e12, 1e-6)]:  # the last: too many voxels for a key
+        bound = points.min(axis=0) - size / 2
+        index = np.floor((points - bound) / size).astype(np.int64)
+        voxels, inverse = np.unique(index, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        expected = np.stack([np.bincount(inverse, weights=points[:, d]) for d in range(3)], 1)
+        expected /= np.bincount(inverse)[:, None]
+        np.testing.assert_array_equal(voxel_downsample(points, size), expected)
+
+
+def test_sdf_with_surface_sample_equals_a_new_field():
+    grid = np.stack(np.meshgrid(*[np.arange(12.0)] * 3, indexing='ij'), -1)
+    data = (np.linalg.norm(grid - 5.5, axis=-1) - 4.0) * 0.01
+    field = SignedDistanceField(data, np.zeros(3), 0.01)
+    sample = field.surface_cells[::7]
+    resampled = field.with_surface_sample(sample)
+    fresh = SignedDistanceField(data, np.zeros(3), 0.01, sample)
+    queries = np.array([[-3.0, 2.0, 5.0], [20.0, 5.5, 5.5], [5.5, 5.5, 5.5], [14.0, -2.0, 30.0]])
+    np.testing.assert_array_equal(resampled(queries), fresh(queries))
+    assert not np.array_equal(field(queries), resampled(queries))  # the sample matters outside
+    assert field.surface_sample is field.surface_cells  # the original field is unchanged
