@@ -15,6 +15,10 @@ tools/analysis/golden/make_eval_golden.py, one process). Every measurement cover
 evaluation, scene models (PLY, SDF) read cold; BLAS/OpenMP run one thread on both sides.
 Prints a markdown table: frames/s, CPU ms per frame, the speed-up over graspnetAPI on one core,
 the wall-time scaling over one process, the AP both sides computed, and the load average.
+Beside each scaling, the machine's ceiling measured in the same run: ``p`` forked copies of the
+dump's frames evaluated in memory (nothing read, nothing shared) against one copy; on a
+machine whose cores are shared or throttled it is below ``p``, and no split of the evaluation
+can beat it.
 """
 import os
 
@@ -29,6 +33,9 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
+import numpy as np  # noqa: E402
+
+import mmgrasp.evaluation.graspnet_eval as ge  # noqa: E402
 from mmgrasp.evaluation.graspnet_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
                                               summarize)
 
@@ -115,6 +122,49 @@ def time_graspnetapi(python, root, dumps, camera, scenes, frames, seed):
     return {k: dict(v, ap=ap[k], load_1min=load) for k, v in timing.items()}
 
 
+def _in_memory_frames(root, dump, camera, scenes, frames, seed) -> list:
+    """Every frame's evaluate_frame arguments, read once (models, SDFs, poses, grasps)."""
+    job = []
+    for s in scenes:
+        _, models, sdfs = ge.scene_assets(root, camera, s, seed)
+        cam_dir = os.path.join(root, 'scenes', f'scene_{s:04d}', camera)
+        camera_poses = np.load(os.path.join(cam_dir, 'camera_poses.npy'))
+        align = np.load(os.path.join(cam_dir, 'cam0_wrt_table.npy'))
+        for f in range(frames):
+            poses = [p for _, p in ge.read_annotation(
+                os.path.join(cam_dir, 'annotations', f'{f:04d}.xml'))]
+            job.append((ge.load_dump(ge.dump_path(dump, s, camera, f)), models, sdfs, poses,
+                        np.linalg.inv(np.matmul(align, camera_poses[f]))))
+    return job
+
+
+def _run_copies(job: list, copies: int) -> float:
+    """Wall time of ``copies`` forked processes each evaluating every frame of ``job``."""
+    def work():
+        for grasps, models, sdfs, poses, to_camera in job:
+            ge.evaluate_frame(grasps, models, sdfs, poses, ge.PosedTable(to_camera))
+        os._exit(0)
+    start = time.perf_counter()
+    pids = []
+    for _ in range(copies):
+        pid = os.fork()
+        if pid == 0:
+            work()
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return time.perf_counter() - start
+
+
+def machine_ceiling(job: list, nproc: int, repeat: int) -> float:
+    """How much more work ``nproc`` processes do than one on this machine now: ``nproc``
+    copies of an in-memory evaluation (no reads, no coordination) against one copy, best of
+    ``repeat``. No way of splitting the evaluation can scale better than this."""
+    one = min(_run_copies(job, 1) for _ in range(repeat))
+    many = min(_run_copies(job, nproc) for _ in range(repeat))
+    return nproc * one / many
+
+
 def measure(args, root, dumps) -> dict:
     n = len(args.scenes) * args.frames
     api = {}
@@ -130,6 +180,9 @@ def measure(args, root, dumps) -> dict:
                                         for p, r in runs.items()})
         if name in api:
             entry['graspnetapi'] = dict(api[name], cpu_ms_per_frame=1e3 * api[name]['cpu_s'] / n)
+        job = _in_memory_frames(root, dump, args.camera, args.scenes, args.frames, args.seed)
+        entry['machine_ceiling'] = {str(p): machine_ceiling(job, p, args.repeat)
+                                    for p in args.nproc if p != min(args.nproc)}
         report[name] = entry
     return report
 
@@ -140,7 +193,7 @@ def table(report: dict, nprocs) -> str:
     for p in nprocs:
         head += [f'mmgrasp {p} proc: frames/s', 'CPU ms/frame', 'AP', 'load']
         if p != base:
-            head.append(f'scaling {p}/{base} proc')
+            head += [f'scaling {p}/{base} proc', 'machine ceiling']
     head.append(f'speed-up over graspnetAPI (CPU, {base} proc)')
     lines = ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
     for name, e in report.items():
@@ -153,7 +206,8 @@ def table(report: dict, nprocs) -> str:
             cells += [f"{r['frames_per_s']:.2f}", f"{r['cpu_ms_per_frame']:.0f}",
                       f"{r['ap']:.2f}", f"{r['load_1min']:.2f}"]
             if p != base:
-                cells.append(f"{r['frames_per_s'] / e['mmgrasp'][str(base)]['frames_per_s']:.2f}x")
+                cells += [f"{r['frames_per_s'] / e['mmgrasp'][str(base)]['frames_per_s']:.2f}x",
+                          f"{e['machine_ceiling'][str(p)]:.2f}x"]
         cells.append(f"{api['cpu_ms_per_frame'] / e['mmgrasp'][str(base)]['cpu_ms_per_frame']:.1f}x"
                      if api else 'n/a')
         lines.append('| ' + ' | '.join(cells) + ' |')

@@ -43,7 +43,7 @@ class SignedDistanceField:
 
     def __init__(self, data: np.ndarray, origin: np.ndarray, resolution: float,
                  surface_sample: Optional[np.ndarray] = None):
-        self.data = np.asarray(data, dtype=np.float64)
+        self.data = np.ascontiguousarray(data, dtype=np.float64)  # flat index below
         if self.data.ndim != 3:
             raise ValueError(f'SDF data must be 3-D, got shape {self.data.shape}')
         self.origin = np.asarray(origin, dtype=np.float64).reshape(3)
@@ -102,16 +102,16 @@ class SignedDistanceField:
     def _trilinear(self, c: np.ndarray) -> np.ndarray:
         c = np.minimum(c, self.dims - 1)  # dexnet snaps (dims - 1, dims) onto the last cell
         base = np.floor(c).astype(np.int64)
+        p = base[:, None, :] + _CORNERS[None]  # (K, 8, 3) in dexnet's corner order
+        nx, ny, nz = self.dims
+        valid = (p[..., 0] < nx) & (p[..., 1] < ny) & (p[..., 2] < nz)
+        flat = (p[..., 0] * ny + p[..., 1]) * nz + p[..., 2]
+        v = np.where(valid, self.data.reshape(-1).take(np.where(valid, flat, 0)), 0.0)
+        w1 = -np.abs(p - c[:, None, :]) + 1
+        wv = w1[..., 0] * w1[..., 1] * w1[..., 2] * v
         sd = np.zeros(len(c))
-        for offset in _CORNERS:  # dexnet's corner order and float operation order
-            p = base + offset
-            valid = np.all(p < self.dims, axis=1)
-            v = np.zeros(len(c))
-            q = p[valid]
-            v[valid] = self.data[q[:, 0], q[:, 1], q[:, 2]]
-            w1 = -np.abs(p - c) + 1
-            w = w1[:, 0] * w1[:, 1] * w1[:, 2]
-            sd = sd + w * v
+        for corner in range(8):  # dexnet's float operation order: corner by corner
+            sd = sd + wv[:, corner]
         return sd
 
     def _outside(self, c: np.ndarray) -> np.ndarray:
