@@ -164,3 +164,31 @@ def test_sdf_with_surface_sample_equals_a_new_field():
     np.testing.assert_array_equal(resampled(queries), fresh(queries))
     assert not np.array_equal(field(queries), resampled(queries))  # the sample matters outside
     assert field.surface_sample is field.surface_cells  # the original field is unchanged
+
+
+def trilinear_direct(data: np.ndarray, point) -> float:
+    """dexnet's Sdf3D._signed_distance inside the grid, one point: corners in its order."""
+    dims = np.array(data.shape)
+    c = np.minimum(np.asarray(point, dtype=np.float64), dims - 1)
+    base = np.floor(c).astype(np.int64)
+    total = 0.0
+    for offset in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
+                   (1, 1, 1)]:
+        corner = base + offset
+        value = float(data[tuple(corner)]) if np.all(corner < dims) else 0.0
+        w = -np.abs(corner - c) + 1
+        total = total + float(w[0] * w[1] * w[2]) * value
+    return total
+
+
+def test_sdf_trilinear_equals_dexnet_point_by_point():
+    rs = np.random.RandomState(4)
+    data = rs.randn(7, 5, 6) * 0.01
+    field = SignedDistanceField(np.asfortranarray(data), np.zeros(3), 0.01)  # any memory order
+    dims = np.array(data.shape)
+    points = np.concatenate([rs.rand(300, 3) * (dims - 1),       # inside
+                             np.floor(rs.rand(20, 3) * dims),    # on grid nodes
+                             dims - 1 - rs.rand(20, 3) * 1e-9,   # against the last cells
+                             np.tile(dims - 1.0, (3, 1))])
+    expected = np.array([trilinear_direct(data, p) for p in points])
+    np.testing.assert_array_equal(field(points), expected)
