@@ -9,7 +9,8 @@ whole batch of requests at once:
    distinct (row, view) cell block) is copied once, in file order, with
    ``np.take(memmap, rows, out=buffer, mode='clip')`` into one reused host buffer (page-locked
    when CUDA is available), together with the bit-packed scene-collision rows and the small
-   index arrays;
+   index arrays (from a published store, the range requests of both in one wave:
+   :func:`read_rows_many`);
 3. that buffer goes to the device in one transfer; there the collision bits are unpacked and
    written into the scores as zeros, tolerance levels become radii, and rows are expanded to
    the requests that share them, in request order.
@@ -31,7 +32,7 @@ from torch import Tensor
 from .label_maps import open_maps
 from .label_store import COLLISION_BITORDER, zero_where
 from .remote_source import is_url
-from .remote_store import read_url_rows
+from .remote_store import read_url_rows, read_url_rows_many
 
 _ALIGN = 8
 
@@ -262,6 +263,23 @@ def read_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray, row_
         _map_copy_bytes += out.nbytes
 
 
+#: one read of :func:`read_rows`: (paths, file_ids, keys, row_shape, out)
+ReadRequest = Tuple[Sequence[str], np.ndarray, np.ndarray, tuple, np.ndarray]
+
+
+def read_rows_many(requests: Sequence[ReadRequest]) -> None:
+    """Several :func:`read_rows` of one gather at once. Local files are copied one request
+    after the other through :func:`read_rows` (looked up at every call: the one place
+    memory-map reads go); the requests of a published store go to :func:`read_url_rows_many`
+    together, so their range requests are in flight in one wave instead of one per request."""
+    remote = [r for r in requests if len(r[0]) and is_url(r[0][0])]
+    for request in requests:
+        if not (len(request[0]) and is_url(request[0][0])):
+            read_rows(*request)
+    if remote:
+        read_url_rows_many(remote)
+
+
 def pop_map_copy_bytes() -> int:
     """Bytes this process copied out of the memory maps since the last call (benchmarks)."""
     global _map_copy_bytes
@@ -370,13 +388,10 @@ def _gather(readers: Sequence[StoreGrids], name: str, owner: Tensor, rows: Tenso
     with _buffers.borrow() as buffer:  # until the rows are expanded into new memory
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
+        read_rows_many([(*plan[key], staged[key]) for key in plan])
         if 'values' in plan:
-            files, pair_file, pair_key, row_shape = plan['values']
-            read_rows(files, pair_file, pair_key, row_shape, staged['values'])
             staged['values_index'][:] = inverse
         if 'collision' in plan:
-            files, c_file, c_key, row_shape = plan['collision']
-            read_rows(files, c_file, c_key, row_shape, staged['collision'])
             staged['collision_index'][:] = c_inverse
         if name == 'tolerance':
             staged['radii'][:] = np.concatenate(radii)

@@ -5,8 +5,9 @@ Stage one of an assigner needs, per matched label row, a few per-view summaries
 the A·D cells of that one view: one-byte μ codes, widths, tolerance levels and the bits of the
 scene-collision row that cover the view. Both reads go the deferred reader's way
 (:mod:`.deferred_reader`): requests to the host in one transfer, distinct rows once, in file
-order, through :func:`~.deferred_reader.read_rows` (looked up at every call: the one place
-every memory-map read goes) into one reused (page-locked) buffer, one
+order, through one :func:`~.deferred_reader.read_rows_many` call a stage (looked up at every
+call; memory-map reads all go through ``read_rows``, a published store's range requests of all
+the stage's arrays go out in one wave) into one reused (page-locked) buffer, one
 transfer to the device; there codes become μ through the objects' value tables, bits are
 unpacked, and rows are expanded to the requests (and to the re-indexed views) that share them.
 """
@@ -104,17 +105,14 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
     with reader._buffers.borrow() as buffer:
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
-        for name in names:
-            files, pair_file, pair_key = plan[name]
-            reader.read_rows(files, pair_file, pair_key, (V,), staged[name])
+        reader.read_rows_many([(*plan[name], () if name == 'first_cell_width' else (V,),
+                                staged[name]) for name in plan])
         if names:
             staged['summary_index'][:] = inverse
         staged['views'][:] = views_np
         if any(n in CODED_SUMMARIES for n in names):
             _stage_tables(staged, table_files, table_start)
         if first_cell_widths:
-            files, w_file, w_key = plan['first_cell_width']
-            reader.read_rows(files, w_file, w_key, (), staged['first_cell_width'])
             staged['first_cell_index'][:] = w_inverse
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
@@ -203,8 +201,10 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
     with reader._buffers.borrow() as buffer:
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
-        for name, (files, pair_file, pair_key) in plan.items():
-            reader.read_rows(files, pair_file, pair_key, (A, D), staged[name])
+        reads = [(*plan[name], (A, D), staged[name]) for name in plan]
+        if 'collision' in names:
+            reads.append((c_files, c_file, c_key, (), staged['collision']))
+        reader.read_rows_many(reads)
         if plan:
             staged['cell_index'][:] = inverse
         if 'scores' in names:
@@ -213,7 +213,6 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
             staged['radii'][:] = np.concatenate(radii)
             staged['radius_start'][:] = radius_start[owner_np]
         if 'collision' in names:
-            reader.read_rows(c_files, c_file, c_key, (), staged['collision'])
             staged['byte_of_pair'][:] = byte_of_pair
             staged['bit_shift'][:] = shift
             staged['collision_index'][:] = c_index

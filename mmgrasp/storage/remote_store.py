@@ -5,8 +5,11 @@ A gather asks :func:`read_url_rows` for rows of some files of the store. For eve
 byte windows (``.npy`` data offset + row · row bytes) are turned into the cache's fixed-size
 blocks; blocks already on local disk are read from there, the missing ones are merged into
 ranges wherever two are less than ``gap`` bytes apart (the bytes between are fetched too, and
-cached), and all ranges of the batch go out at once on a bounded pool of threads. A cold batch
-therefore costs about one round trip per ``read_rows`` call, whatever the number of files.
+cached), and all ranges of the batch go out at once on a bounded pool of threads. A read of
+several arrays (:meth:`RemoteStore.read_rows_many`: the μ codes, widths and collision bytes of a
+stage-two gather) plans the windows of all of them together and fetches them in that one wave,
+so a cold gather costs about one round trip (more only when its ranges outnumber the pool),
+whatever the number of files and arrays.
 
 Only the process that opened the store (the training process) reads by URL. The small files a
 loader worker or a gather reads whole — the manifest, every object's label points, tolerance
@@ -107,6 +110,7 @@ class ReadStats:
     blocks_from_cache: int = 0
     retries: int = 0
     read_calls: int = 0
+    waves: int = 0  # read calls that fetched: each sends all its ranges, then waits for them
 
 
 def describe_npy(path: str) -> dict:
@@ -280,33 +284,46 @@ class RemoteStore:
                   row_shape: tuple, out: np.ndarray) -> None:
         """``read_rows`` of the deferred reader for URLs of this store: rows ``keys`` (sorted
         by file, then key) of files ``paths[file_ids]``, viewed as (rows, *row_shape)."""
-        if not len(file_ids):
+        self.read_rows_many([(paths, file_ids, keys, row_shape, out)])
+
+    def read_rows_many(self, requests: Sequence[tuple]) -> None:
+        """Several :meth:`read_rows` in one wave: ``requests`` are (paths, file_ids, keys,
+        row_shape, out) tuples; the blocks every request needs are planned together (per file,
+        over all requests), coalesced, and all ranges are fetched before any row is copied."""
+        requests = [r for r in requests if len(r[1])]
+        if not requests:
             return
-        self._check_process(paths[file_ids[0]])
-        row_bytes = int(np.prod(row_shape)) * out.dtype.itemsize
-        bounds = np.flatnonzero(np.diff(file_ids)) + 1
-        plans = []
+        self._check_process(requests[0][0][requests[0][1][0]])
+        plans, used = [], 0
         with contextlib.ExitStack() as pins:
-            for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
-                if start < stop:
-                    plan = self._plan(paths[file_ids[start]], keys[start:stop], row_shape,
-                                      out.dtype, row_bytes, (start, stop))
-                    pins.enter_context(self.cache.pinned(plan.cached))
-                    plans.append(plan)
-            gap = self._read_gap([plan.missing for plan in plans])
-            jobs = [(plan, first, stop, self._pool_submit(self._fetch_blocks, plan.file, first,
-                                                          stop))
-                    for plan in plans for first, stop in self._ranges(plan.missing, gap)]
-            wait([job for *_, job in jobs])
-            for *_, job in jobs:  # raises the first failure (URL and range)
+            for paths, file_ids, keys, row_shape, out in requests:
+                row_bytes = int(np.prod(row_shape)) * out.dtype.itemsize
+                out_bytes = out.reshape(len(out), -1).view(np.uint8)
+                bounds = np.flatnonzero(np.diff(file_ids)) + 1
+                for start, stop in zip(np.r_[0, bounds], np.r_[bounds, len(file_ids)]):
+                    if start < stop:
+                        plan = self._plan(paths[file_ids[start]], keys[start:stop], row_shape,
+                                          out.dtype, row_bytes, (start, stop))
+                        pins.enter_context(self.cache.pinned(plan.cached))
+                        plans.append((plan, out_bytes))
+                used += len(file_ids) * row_bytes
+            missing: Dict[str, Tuple[_File, np.ndarray]] = {}  # a file read by two requests
+            for plan, _ in plans:
+                f, before = missing.get(plan.file.key, (plan.file, plan.missing[:0]))
+                missing[f.key] = (f, np.union1d(before, plan.missing))
+            gap = self._read_gap([blocks for _, blocks in missing.values()])
+            jobs = [self._pool_submit(self._fetch_blocks, f, first, stop)
+                    for f, blocks in missing.values() for first, stop in self._ranges(blocks, gap)]
+            wait(jobs)
+            for job in jobs:  # raises the first failure (URL and range)
                 job.result()
-            out_bytes = out.reshape(len(out), -1).view(np.uint8)
-            for plan in plans:
+            for plan, out_bytes in plans:
                 plan.extract(out_bytes)
         with self._lock:
             self.stats.read_calls += 1
-            self.stats.bytes_used += len(file_ids) * row_bytes
-            self.stats.blocks_from_cache += sum(plan.from_cache for plan in plans)
+            self.stats.waves += bool(jobs)
+            self.stats.bytes_used += used
+            self.stats.blocks_from_cache += sum(plan.from_cache for plan, _ in plans)
 
     def _plan(self, path: str, keys: np.ndarray, row_shape: tuple, dtype, row_bytes: int,
               where: Tuple[int, int]) -> '_FilePlan':
@@ -509,11 +526,18 @@ def opened_store_for(path: str) -> RemoteStore:
 def read_url_rows(paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray,
                   row_shape: tuple, out: np.ndarray) -> None:
     """The deferred reader's ``read_rows`` for files addressed by URL (one remote store)."""
+    read_url_rows_many([(paths, file_ids, keys, row_shape, out)])
+
+
+def read_url_rows_many(requests: Sequence[tuple]) -> None:
+    """The deferred reader's ``read_rows_many`` for files addressed by URL: every request of
+    one remote store, fetched in one wave (:meth:`RemoteStore.read_rows_many`)."""
+    paths = [p for r in requests for p in r[0]]
     stores = {id(opened_store_for(p)): opened_store_for(p) for p in paths}
     local = [p for p in paths if not is_url(p)]
     if local or len(stores) != 1:
         raise RemoteStoreError(f'one gather reads one remote label store, not {paths}')
-    next(iter(stores.values())).read_rows(paths, file_ids, keys, row_shape, out)
+    next(iter(stores.values())).read_rows_many(requests)
 
 
 def url_local_copy(path: str) -> str:

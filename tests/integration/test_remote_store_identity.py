@@ -15,6 +15,7 @@ from mmgrasp.storage.label_store import (LabelStoreError, build_label_store,
                                          open_remote_label_store)
 from mmgrasp.storage.range_server import RangeServer
 from mmgrasp.structures import gather_grids
+from mmgrasp.storage.matched_reader import CELL_NAMES
 from mmgrasp.storage.view_summaries import SUMMARY_DTYPES
 from mmgrasp.structures.grasp_labels import (ObjectGraspLabels, gather_view_cells,
                                              gather_view_summaries, reads_matched_cells)
@@ -112,6 +113,43 @@ def test_remote_matched_cell_reads_equal_local(published, tmp_path):
         got = gather_view_cells(far, cells, owner, rows, chosen)
         assert want.keys() == got.keys() and all(same_bits(got[k], want[k]) for k in want), mode
     assert server.requests('score_codes.npy')
+
+
+def test_each_matched_read_stage_is_one_wave(published, tmp_path):
+    """Stage one (every per-view summary and the first-cell widths) and stage two (μ codes,
+    widths, tolerance levels, collision bytes) of a cold remote store: each one read whose
+    range requests of all its arrays are in flight together — one round trip, not one per
+    array — with the local store's bits."""
+    local, server = published
+    remote = open_remote_label_store(server.url, str(tmp_path / 'remote-cache'),
+                                     dict(block_size=512, gap=1 << 20))
+    store = remote_store.opened_store_for(remote.path + '/manifest.json')
+    near, far = labels_of(local, 'zero_scores'), labels_of(remote, 'zero_scores')
+    V = local.grid[0]
+    counts = torch.tensor([len(label.points) for label in near])
+    g = torch.Generator().manual_seed(7)
+    owner = torch.randint(len(near), (60,), generator=g)
+    rows = (torch.rand(60, generator=g) * counts[owner]).long()
+    views = torch.randint(V, (60, V), generator=g)
+    names = list(SUMMARY_DTYPES)
+    stages = {
+        'one': (lambda labels: gather_view_summaries(labels, names, owner, rows, views,
+                                                     first_cell_widths=True),
+                {f'{n}.npy' for n in names} | {'widths.npy'}),
+        'two': (lambda labels: gather_view_cells(labels, list(CELL_NAMES), owner, rows,
+                                                 views[:, 0]),
+                {'score_codes.npy', 'widths.npy', 'tolerance.npy', 'collision.npy'})}
+    server.state.latency = 0.5
+    store.pop_stats()
+    for stage, (gather, files) in stages.items():
+        server.clear_log()
+        got = gather(far)
+        stats, logged = store.pop_stats(), server.requests('.npy')
+        assert {entry.path.rsplit('/', 1)[1] for entry in logged} == files, stage
+        assert stats.read_calls == stats.waves == 1 and stats.requests == len(logged), stage
+        assert server.state.max_in_flight == len(logged), stage  # none waited for another
+        want = gather(near)
+        assert want.keys() == got.keys() and all(same_bits(got[k], want[k]) for k in want)
 
 
 def test_loader_workers_never_touch_the_network(published, synthetic_root, tmp_path):

@@ -38,6 +38,40 @@ def test_several_files_in_one_read(served, tmp_path):
     assert np.array_equal(out, truth)
 
 
+def test_several_reads_in_one_wave(served, tmp_path):
+    """read_rows_many: reads of other files, row shapes and dtypes — and two of one file —
+    planned together, all their range requests in flight at once, rows as the files hold."""
+    server = served[0]
+    store = open_http(served, tmp_path, block_size=256, gap=0)
+    url = lambda rel: join_url(store.url, rel)  # noqa: E731
+    other, collision = 'objects/001/scores.npy', 'scenes/0000/collision.npy'
+    reads = [([url(SCORES), url(other)], [0, 0, 1], [3, 60, 7], (7, 3, 4), np.float32),
+             ([url(collision)], [0, 0], [2, 150], (11,), np.uint8),
+             ([url(SCORES)], [0, 0], [5 * 7 + 2, 89 * 7 + 6], (3, 4), np.float32)]
+    requests = [(paths, np.array(ids), np.array(keys), shape, np.full((len(keys), *shape), 99,
+                                                                      dtype))
+                for paths, ids, keys, shape, dtype in reads]
+    server.state.latency = 0.5
+    server.clear_log()
+    store.pop_stats()  # the mirror's fetches at open
+    store.read_rows_many(requests)
+    stats = store.pop_stats()
+    logged = server.requests('.npy')
+    # 4 ranges of SCORES (blocks 4-5 and 79-80 of two rows, 7 and 118 of two cells), 1 of the
+    # other file, 2 of the collision rows
+    assert stats.read_calls == stats.waves == 1 and stats.requests == len(logged) == 7
+    assert server.state.max_in_flight == len(logged)  # no request waited for another
+    for (paths, ids, keys, shape, _), (*_, out) in zip(reads, requests):
+        rels = [p[len(store.url) + 1:] for p in paths]
+        want = np.concatenate([expected(served[2], rels[i], [k], shape) for i, k in zip(ids, keys)])
+        assert np.array_equal(out, want)
+    assert cached_blocks_are_true(store, served[1]) > 0
+    server.clear_log()
+    for request in requests:  # warm: no wave at all
+        store.read_rows(*request)
+    assert server.requests() == [] and store.pop_stats().waves == 0
+
+
 def test_a_row_past_the_file_names_it(served, tmp_path):
     store = open_http(served, tmp_path)
     with pytest.raises(IndexError, match=r'objects/000/scores.npy: row 90 requested'):

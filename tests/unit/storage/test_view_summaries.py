@@ -286,3 +286,29 @@ def test_matched_cells_need_codes_of_every_record(store):
     dense = [ObjectGraspLabels(points=o.points, pose=o.pose, object_id=o.object_id,
                                scores=torch.zeros(len(o.points), *store.grid)) for o in labels]
     assert not reads_matched_cells(dense)
+
+
+def test_local_matched_reads_go_through_read_rows(store, monkeypatch):
+    """Each stage's arrays are one read_rows_many call that copies every local array through
+    ``deferred_reader.read_rows`` (looked up at call time, so benchmarks and tests can wrap
+    it), one call per array, with the same bits as the unwrapped reader."""
+    from mmgrasp.storage import deferred_reader
+    labels = _labels(store, 'zero_scores')
+    owner, rows, views = _requests(labels, store.grid[0], n=50, seed=3)
+    cells = ['scores', 'widths', 'tolerance', 'collision']
+    names = list(view_summaries.SUMMARY_DTYPES)
+    want = (gather_view_summaries(labels, names, owner, rows, views, first_cell_widths=True),
+            gather_view_cells(labels, cells, owner, rows, views[:, 0]))
+    seen, original = [], deferred_reader.read_rows
+    monkeypatch.setattr(deferred_reader, 'read_rows',
+                        lambda paths, *rest: seen.append(paths[0]) or original(paths, *rest))
+    got = gather_view_summaries(labels, names, owner, rows, views, first_cell_widths=True)
+    assert sorted(p.rsplit('/', 1)[1] for p in seen) == sorted(
+        [f'{n}.npy' for n in names] + ['widths.npy'])
+    seen.clear()
+    got = (got, gather_view_cells(labels, cells, owner, rows, views[:, 0]))
+    assert sorted(p.rsplit('/', 1)[1] for p in seen) == [
+        'collision.npy', 'score_codes.npy', 'tolerance.npy', 'widths.npy']
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys()
+        assert all(a[k].numpy().tobytes() == b[k].numpy().tobytes() for k in a)
