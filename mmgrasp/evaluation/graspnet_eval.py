@@ -13,138 +13,28 @@ reads it instead of evaluating again.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import functools
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import tempfile
 import time
-import xml.etree.ElementTree as ET
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
-from plyfile import PlyData, PlyParseError
 
-from .functional import (PosedTable, SignedDistanceField, evaluate_frame,
-                         quaternion_to_graspnet_pose, read_dexnet_sdf, voxel_downsample)
+from .functional import PosedTable, evaluate_frame
+from .scene_models import (clear_asset_caches, model_dirs, read_annotation,  # noqa: F401
+                           read_model, scene_assets, share_parsed_models)
 
 EVALUATOR_VERSION = 'mmgrasp-graspnet-1 (graspnetAPI bd6783c rules)'
 SPLITS = {'seen': range(100, 130), 'similar': range(130, 160), 'novel': range(160, 190)}
 TOP_K = 50
-MODEL_VOXEL = 0.008
 
 
 class EvaluationError(RuntimeError):
     """A scene/frame that could not be evaluated; the message names both."""
-
-
-# reading ------------------------------------------------------------------------------------
-def read_annotation(path: str) -> List[tuple]:
-    """[(object id, float32 4x4 pose model -> camera)] of an annotation XML, in file order."""
-    try:
-        root = ET.parse(path).getroot()
-        out = []
-        for obj in root:
-            fields = list(obj)
-            obj_id = int(fields[0].text)
-            translation = [float(v) for v in fields[3].text.split()]
-            quaternion = [float(v) for v in fields[4].text.split()]
-            if len(translation) != 3 or len(quaternion) != 4:
-                raise ValueError(f'object {obj_id}: translation needs 3 numbers and '
-                                 'quaternion 4 (w x y z)')
-            out.append((obj_id, quaternion_to_graspnet_pose(translation, quaternion)))
-    except (ET.ParseError, IndexError, TypeError, ValueError, AttributeError) as err:
-        raise ValueError(f'{path}: not a GraspNet annotation ({err})') from None
-    return out
-
-
-def _ascii_vertices(path: str) -> Optional[np.ndarray]:
-    """Fast path for ASCII PLYs whose first element is the vertices with scalar properties
-    (plyfile parses ASCII row by row); None when the file is anything else."""
-    with open(path, 'rb') as f:
-        if f.readline().strip() != b'ply' or f.readline().split()[:2] != [b'format', b'ascii']:
-            return None
-        count, props, types, element = None, [], [], None
-        for raw in f:
-            words = raw.split()
-            if not words or words[0] in (b'comment', b'obj_info'):
-                continue
-            if words[0] == b'end_header':
-                break
-            if words[0] == b'element':
-                element = words[1]
-                if count is None and element != b'vertex':
-                    return None
-                if element == b'vertex':
-                    count = int(words[2])
-            elif words[0] == b'property' and element == b'vertex':
-                if words[1] == b'list':
-                    return None
-                props.append(words[-1].decode())
-                types.append(words[1])
-        if count is None or not {'x', 'y', 'z'} <= set(props):
-            return None
-        rows = [f.readline() for _ in range(count)]
-    values = np.array(b' '.join(rows).split(), dtype=np.float64)
-    if len(values) != count * len(props):
-        return None
-    xyz = values.reshape(count, len(props))[:, [props.index(a) for a in 'xyz']]
-    if types[props.index('x')] in (b'float', b'float32'):
-        xyz = xyz.astype(np.float32).astype(np.float64)
-    return xyz
-
-
-def read_ply_points(path: str) -> np.ndarray:
-    """(N, 3) float64 vertex positions of a PLY file (faces, if any, are ignored).
-
-    ASCII ``float`` values pass through float32, as every PLY reader stores them."""
-    try:
-        fast = _ascii_vertices(path)
-        if fast is not None:
-            return fast
-        vertex = PlyData.read(path)['vertex']
-        return np.stack([np.asarray(vertex[a], dtype=np.float64) for a in 'xyz'], axis=1)
-    except (KeyError, ValueError, OSError, IndexError, PlyParseError) as err:
-        raise ValueError(f'{path}: cannot read PLY vertices ({err})') from None
-
-
-@functools.lru_cache(maxsize=256)
-def _model_points(path: str) -> np.ndarray:
-    return voxel_downsample(read_ply_points(path), MODEL_VOXEL)
-
-
-@functools.lru_cache(maxsize=64)
-def _sdf(path: str) -> SignedDistanceField:
-    return read_dexnet_sdf(path)
-
-
-def clear_asset_caches() -> None:
-    """Forget the models and SDFs read so far (benchmarks time cold reads)."""
-    _model_points.cache_clear()
-    _sdf.cache_clear()
-
-
-def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[int] = None):
-    """Object ids (frame 0's annotation order), downsampled model points and SDFs of a scene.
-
-    ``sdf_sample_seed``: draw each SDF's out-of-grid surface sample as dexnet does after
-    ``np.random.seed(seed)`` (1000 cells with replacement, objects in order); None uses every
-    surface cell.
-    """
-    cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
-    ids = [i for i, _ in read_annotation(os.path.join(cam_dir, 'annotations', '0000.xml'))]
-    models, sdfs = [], []
-    rs = None if sdf_sample_seed is None else np.random.RandomState(sdf_sample_seed)
-    for i in ids:
-        mdir = os.path.join(root, 'models', f'{i:03d}')
-        models.append(_model_points(os.path.join(mdir, 'nontextured.ply')))
-        sdf = _sdf(os.path.join(mdir, 'textured.sdf'))
-        if rs is not None:
-            sample = sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)]
-            sdf = sdf.with_surface_sample(sample)
-        sdfs.append(sdf)
-    return ids, models, sdfs
 
 
 def dump_path(dump_dir: str, scene: int, camera: str, frame: int) -> str:
@@ -248,36 +138,30 @@ def _save_result(path: str, key: str, frames: Sequence[int], accuracy: np.ndarra
 _PROGRESS = None
 
 
-def _init_worker(progress_queue) -> None:
+def _init_worker(progress_queue, models_folder: str) -> None:
     global _PROGRESS
     _PROGRESS = progress_queue
+    share_parsed_models(models_folder)
 
 
 def work_units(frames: Dict[int, List[int]], nproc: int) -> List[List[tuple]]:
-    """Split the scenes' frames into the pieces the processes take, each a list of
-    ``(scene, frames)`` parts, scene-major.
+    """Split the scenes' frames into the pieces the processes take from a queue, each a list
+    of ``(scene, frames)`` parts.
 
     With many scenes (at least 4 per process) a unit is a scene: the queue balances the load
-    and each scene's models are read once. With fewer, the frame list is cut into ``nproc``
-    contiguous parts of equal frame count (a scene may be split between two processes), so
-    that no process waits while another works through a whole scene: 3 scenes on 2 processes
-    would otherwise finish in 2/3, not 1/2, of the serial time.
+    and a scene's result is saved by the process that evaluated it. With fewer, every scene is
+    cut into contiguous pieces of about 1/8 of a process's share of frames, so that the queue
+    still balances: frames differ in cost (how many grasps reach the force-closure test), and
+    3 scenes on 2 processes would otherwise finish in 2/3, not 1/2, of the serial time. The
+    models are parsed once for all processes (scene_models), so a scene that several
+    processes share costs no extra parse.
     """
     scenes = [s for s in frames if frames[s]]
     if len(scenes) >= 4 * nproc:
         return [[(s, list(frames[s]))] for s in scenes]
-    flat = [(s, f) for s in scenes for f in frames[s]]
-    bounds = np.linspace(0, len(flat), min(nproc, len(flat)) + 1).round().astype(int)
-    units = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        unit: List[tuple] = []
-        for s, f in flat[lo:hi]:
-            if unit and unit[-1][0] == s:
-                unit[-1][1].append(f)
-            else:
-                unit.append((s, [f]))
-        units.append(unit)
-    return units
+    size = max(1, -(-sum(len(frames[s]) for s in scenes) // (8 * nproc)))
+    return [[(s, list(frames[s][i:i + size]))] for s in scenes
+            for i in range(0, len(frames[s]), size)]
 
 
 def _worker(root, dump_dir, camera, unit, sdf_sample_seed, whole_scene_files):
@@ -352,9 +236,12 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
     parts: Dict[int, Dict[int, np.ndarray]] = {s: {} for s in todo}
     ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
     progress_queue = ctx.Queue()
+    models_folder = tempfile.TemporaryDirectory(prefix='mmgrasp-models-')
     pool = cf.ProcessPoolExecutor(min(nproc, len(units)), mp_context=ctx,
-                                  initializer=_init_worker, initargs=(progress_queue,))
+                                  initializer=_init_worker,
+                                  initargs=(progress_queue, models_folder.name))
     try:
+        _read_models_once(pool, root, camera, list(todo), frame_timeout)
         futures = {pool.submit(_worker, root, dump_dir, camera, unit, sdf_sample_seed,
                                {s: whole[s] for s, _ in unit if s in whole}): unit
                    for unit in units}
@@ -399,7 +286,34 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                 proc.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
         progress_queue.close()
+        models_folder.cleanup()
     return {s: out[s] for s in scenes}
+
+
+def _read_models_once(pool: cf.ProcessPoolExecutor, root: str, camera: str,
+                      scenes: List[int], timeout: float) -> None:
+    """Parse every object model the scenes use, one object a task, before any frame: each
+    text file is parsed by one process and shared with the others (scene_models)."""
+    users: Dict[str, List[int]] = {}
+    for s in scenes:
+        try:
+            dirs = model_dirs(root, camera, s)
+        except Exception as err:  # noqa: BLE001 - re-raised naming the scene
+            raise EvaluationError(f'scene {s} frame 0: {type(err).__name__}: {err}') from err
+        for d in dirs:
+            users.setdefault(d, []).append(s)
+    reads = {pool.submit(read_model, d): d for d in users}
+    done, pending = cf.wait(reads, timeout=timeout)
+    if pending:
+        raise EvaluationError(f'reading the models of scenes {scenes}: no result after '
+                              f'{timeout:.0f} s (frame_timeout)')
+    for fut in done:
+        try:
+            fut.result()
+        except Exception as err:  # noqa: BLE001 - re-raised naming the model and its scenes
+            d = reads[fut]
+            raise EvaluationError(f'model {d} (scene {", ".join(map(str, users[d]))}): '
+                                  f'{type(err).__name__}: {err}') from err
 
 
 # summary ------------------------------------------------------------------------------------

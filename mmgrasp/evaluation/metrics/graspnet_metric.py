@@ -28,7 +28,7 @@ class GraspNetMetric(BaseMetric):
         settings: test-time settings reported with the figures (camera, collision threshold,
             objectness filter ...); ``tools/test.py`` fills it from the config.
         sdf_sample_seed: reproduce dexnet's random out-of-grid surface sample (see
-            :func:`mmgrasp.evaluation.graspnet_eval.scene_assets`).
+            :func:`mmgrasp.evaluation.scene_models.scene_assets`).
     """
 
     default_prefix = 'graspnet'

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.evaluation import graspnet_eval
+from mmgrasp.evaluation import graspnet_eval, scene_models
 from mmgrasp.evaluation.graspnet_eval import (EvaluationError, evaluate_dump, read_annotation,
                                               summarize, work_units)
+from mmgrasp.evaluation.functional import write_dexnet_sdf
 from mmgrasp.evaluation.metrics import GraspNetMetric
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
@@ -48,7 +49,7 @@ def test_ply_points_ascii_and_binary(tmp_path, text):
     path = str(tmp_path / 'm.ply')
     PlyData([PlyElement.describe(vertex, 'vertex'), PlyElement.describe(face, 'face')],
             text=text).write(path)
-    out = graspnet_eval.read_ply_points(path)
+    out = scene_models.read_ply_points(path)
     assert out.dtype == np.float64
     np.testing.assert_array_equal(out, pts.astype(np.float64))
     with open(path, 'rb') as f:
@@ -56,7 +57,7 @@ def test_ply_points_ascii_and_binary(tmp_path, text):
     with open(path, 'wb') as f:
         f.write(head)  # truncated
     with pytest.raises(ValueError, match='m.ply'):
-        graspnet_eval.read_ply_points(path)
+        scene_models.read_ply_points(path)
 
 
 def test_figures_empty_frame_and_resume(scene, monkeypatch):
@@ -118,7 +119,7 @@ def test_worker_time_limit(scene, monkeypatch):
         time.sleep(30)
         return real(*args, **kwargs)
     monkeypatch.setattr(graspnet_eval, 'evaluate_frame', slow)  # forked workers inherit it
-    with pytest.raises(EvaluationError, match=r'scene 10[01] frame 0: no result after 1 s'):
+    with pytest.raises(EvaluationError, match=r'scene 10[01] frame [01]: no result after 1 s'):
         evaluate_dump(root, dump, 'realsense', [100, 101], nproc=2, frame_timeout=1.0,
                       progress=False)
 
@@ -137,12 +138,74 @@ def test_parallel_equals_serial(scene):
     assert {'seen/AP', 'similar/AP'} <= set(figures)
 
 
-def test_work_units_split_few_scenes_by_frames():
+def test_work_units_split_few_scenes_into_pieces():
     few = work_units({100: [0, 1], 130: [0, 1], 160: [0, 1]}, 2)
-    assert few == [[(100, [0, 1]), (130, [0])], [(130, [1]), (160, [0, 1])]]
+    assert few == [[(s, [f])] for s in (100, 130, 160) for f in (0, 1)]
     assert work_units({100: [0, 1, 2]}, 4) == [[(100, [0])], [(100, [1])], [(100, [2])]]
+    # 96 frames on 2 processes: pieces of 96 / 16 = 6 frames, contiguous, never across scenes
+    frames = {s: list(range(32)) for s in (100, 130, 160)}
+    pieces = work_units(frames, 2)
+    assert [len(p[0][1]) for p in pieces] == [6, 6, 6, 6, 6, 2] * 3
+    for s in frames:
+        assert [f for p in pieces if p[0][0] == s for f in p[0][1]] == frames[s]
     many = work_units({s: [0, 1] for s in range(8)}, 2)  # 4 scenes a process: scene units
     assert many == [[(s, [0, 1])] for s in range(8)]
+
+
+def test_parallel_run_parses_each_model_once(scene, tmp_path, monkeypatch):
+    root, dump, centres = scene
+    write_eval_dataset(root, scene=130, frames=2)  # the same two objects as scene 100
+    for s in (100, 130):
+        for f in (0, 1):
+            write_dump(dump, s, f, rows_for(centres))
+    serial = evaluate_dump(root, dump, 'realsense', [100, 130], progress=False)
+    log = tmp_path / 'parsed.log'
+    real = scene_models.read_dexnet_sdf
+
+    def logged(path, *args, **kwargs):
+        with open(log, 'a') as f:  # forked workers inherit this and append to one file
+            f.write(f'{os.getpid()} {path}\n')
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(scene_models, 'read_dexnet_sdf', logged)
+    scene_models.clear_asset_caches()
+    parallel = evaluate_dump(root, dump, 'realsense', [100, 130], nproc=2, progress=False)
+    for s in serial:
+        np.testing.assert_array_equal(parallel[s], serial[s])
+    parsed = [line.split()[1] for line in log.read_text().splitlines()]
+    assert sorted(parsed) == sorted(set(parsed)) and len(parsed) == 2  # each SDF once, in all
+    assert str(os.getpid()) not in log.read_text().split()  # by the workers, not the parent
+
+
+def test_broken_model_names_the_model_and_its_scenes(scene):
+    root, dump, centres = scene
+    for f in (0, 1):
+        write_dump(dump, 100, f, rows_for(centres))
+    with open(os.path.join(root, 'models', '001', 'textured.sdf'), 'w') as f:
+        f.write('3 3 3\n0 0 0\n0.01\nnot numbers\n')
+    scene_models.clear_asset_caches()
+    with pytest.raises(EvaluationError, match=r'model .*001 \(scene 100\): .*not a dexnet SDF'):
+        evaluate_dump(root, dump, 'realsense', [100], nproc=2, progress=False)
+    with pytest.raises(EvaluationError, match=r'scene 100 frame 0: .*not a dexnet SDF'):
+        evaluate_dump(root, dump, 'realsense', [100], progress=False)
+
+
+def test_shared_models_follow_the_file(tmp_path):
+    path = str(tmp_path / 'm.sdf')
+    data = np.full((4, 4, 4), 0.001)
+    write_dexnet_sdf(path, data, np.zeros(3), 0.01)
+    scene_models.share_parsed_models(str(tmp_path / 'shared'))
+    os.makedirs(tmp_path / 'shared')
+    try:
+        scene_models.clear_asset_caches()
+        assert scene_models._sdf(path).data[0, 0, 0] == 0.001
+        assert len(os.listdir(tmp_path / 'shared')) == 1  # parsed once, shared
+        write_dexnet_sdf(path, data * 2, np.zeros(3), 0.01)  # replaced: another key
+        scene_models.clear_asset_caches()
+        assert scene_models._sdf(path).data[0, 0, 0] == 0.002
+        assert len(os.listdir(tmp_path / 'shared')) == 2
+    finally:
+        scene_models.share_parsed_models(None)
+        scene_models.clear_asset_caches()
 
 
 def test_split_scene_equals_serial_and_resumes(scene, monkeypatch):

@@ -1,0 +1,175 @@
+"""The scene models GraspNet's evaluation reads: annotations, model points and SDFs.
+
+``scenes/scene_%04d/<camera>/annotations/%04d.xml`` gives each frame's objects (id, name, path,
+translation, w x y z quaternion); ``models/%03d/nontextured.ply`` their vertices, downsampled
+at 8 mm as graspnetAPI does, and ``models/%03d/textured.sdf`` their dexnet SDFs. A process keeps
+what it parsed (LRU). The processes of one parallel evaluation also share it through a folder
+(:func:`share_parsed_models`): each text file is parsed by one of them and the others load the
+arrays, so reading the models does not cost every process the whole parse.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import xml.etree.ElementTree as ET
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+from plyfile import PlyData, PlyParseError
+
+from .functional import (SignedDistanceField, quaternion_to_graspnet_pose, read_dexnet_sdf,
+                         voxel_downsample)
+
+MODEL_VOXEL = 0.008
+_shared_folder: Optional[str] = None
+
+
+def read_annotation(path: str) -> List[tuple]:
+    """[(object id, float32 4x4 pose model -> camera)] of an annotation XML, in file order."""
+    try:
+        root = ET.parse(path).getroot()
+        out = []
+        for obj in root:
+            fields = list(obj)
+            obj_id = int(fields[0].text)
+            translation = [float(v) for v in fields[3].text.split()]
+            quaternion = [float(v) for v in fields[4].text.split()]
+            if len(translation) != 3 or len(quaternion) != 4:
+                raise ValueError(f'object {obj_id}: translation needs 3 numbers and '
+                                 'quaternion 4 (w x y z)')
+            out.append((obj_id, quaternion_to_graspnet_pose(translation, quaternion)))
+    except (ET.ParseError, IndexError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f'{path}: not a GraspNet annotation ({err})') from None
+    return out
+
+
+def _ascii_vertices(path: str) -> Optional[np.ndarray]:
+    """Fast path for ASCII PLYs whose first element is the vertices with scalar properties
+    (plyfile parses ASCII row by row); None when the file is anything else."""
+    with open(path, 'rb') as f:
+        if f.readline().strip() != b'ply' or f.readline().split()[:2] != [b'format', b'ascii']:
+            return None
+        count, props, types, element = None, [], [], None
+        for raw in f:
+            words = raw.split()
+            if not words or words[0] in (b'comment', b'obj_info'):
+                continue
+            if words[0] == b'end_header':
+                break
+            if words[0] == b'element':
+                element = words[1]
+                if count is None and element != b'vertex':
+                    return None
+                if element == b'vertex':
+                    count = int(words[2])
+            elif words[0] == b'property' and element == b'vertex':
+                if words[1] == b'list':
+                    return None
+                props.append(words[-1].decode())
+                types.append(words[1])
+        if count is None or not {'x', 'y', 'z'} <= set(props):
+            return None
+        rows = [f.readline() for _ in range(count)]
+    values = np.array(b' '.join(rows).split(), dtype=np.float64)
+    if len(values) != count * len(props):
+        return None
+    xyz = values.reshape(count, len(props))[:, [props.index(a) for a in 'xyz']]
+    if types[props.index('x')] in (b'float', b'float32'):
+        xyz = xyz.astype(np.float32).astype(np.float64)
+    return xyz
+
+
+def read_ply_points(path: str) -> np.ndarray:
+    """(N, 3) float64 vertex positions of a PLY file (faces, if any, are ignored).
+
+    ASCII ``float`` values pass through float32, as every PLY reader stores them."""
+    try:
+        fast = _ascii_vertices(path)
+        if fast is not None:
+            return fast
+        vertex = PlyData.read(path)['vertex']
+        return np.stack([np.asarray(vertex[a], dtype=np.float64) for a in 'xyz'], axis=1)
+    except (KeyError, ValueError, OSError, IndexError, PlyParseError) as err:
+        raise ValueError(f'{path}: cannot read PLY vertices ({err})') from None
+
+
+def share_parsed_models(folder: Optional[str]) -> None:
+    """Parsed models go to, and come from, ``folder`` (None: this process parses what it reads).
+
+    Files are named by the model file's path, size and modification time and written under a
+    temporary name first, so a process never loads a half-written or outdated one."""
+    global _shared_folder
+    _shared_folder = folder
+
+
+def _shared(path: str, parse: Callable[[], Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+    """``parse()`` of ``path``, through the shared folder when there is one."""
+    if _shared_folder is None:
+        return parse()
+    st = os.stat(path)
+    key = hashlib.sha1(f'{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}'.encode())
+    shared = os.path.join(_shared_folder, key.hexdigest()[:24] + '.npz')
+    if os.path.exists(shared):
+        with np.load(shared) as arrays:
+            return {k: arrays[k] for k in arrays.files}
+    arrays = parse()
+    tmp = f'{shared}.tmp{os.getpid()}.npz'
+    np.savez(tmp, **arrays)
+    os.replace(tmp, shared)
+    return arrays
+
+
+@functools.lru_cache(maxsize=256)
+def _model_points(path: str) -> np.ndarray:
+    return _shared(path, lambda: {'points': voxel_downsample(read_ply_points(path),
+                                                             MODEL_VOXEL)})['points']
+
+
+@functools.lru_cache(maxsize=64)
+def _sdf(path: str) -> SignedDistanceField:
+    def parse():
+        sdf = read_dexnet_sdf(path)
+        return {'data': sdf.data, 'origin': sdf.origin, 'resolution': np.float64(sdf.resolution)}
+    arrays = _shared(path, parse)
+    return SignedDistanceField(arrays['data'], arrays['origin'], float(arrays['resolution']))
+
+
+def clear_asset_caches() -> None:
+    """Forget the models and SDFs read so far (benchmarks time cold reads)."""
+    _model_points.cache_clear()
+    _sdf.cache_clear()
+
+
+def model_dirs(root: str, camera: str, scene: int) -> List[str]:
+    """``models/%03d`` folders of a scene's objects, in frame 0's annotation order."""
+    cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
+    ids = [i for i, _ in read_annotation(os.path.join(cam_dir, 'annotations', '0000.xml'))]
+    return [os.path.join(root, 'models', f'{i:03d}') for i in ids]
+
+
+def read_model(model_dir: str) -> None:
+    """Parse one object's model points and SDF into this process's caches (and the shared
+    folder): what a parallel evaluation does first, one object a task."""
+    _model_points(os.path.join(model_dir, 'nontextured.ply'))
+    _sdf(os.path.join(model_dir, 'textured.sdf'))
+
+
+def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[int] = None):
+    """Object ids (frame 0's annotation order), downsampled model points and SDFs of a scene.
+
+    ``sdf_sample_seed``: draw each SDF's out-of-grid surface sample as dexnet does after
+    ``np.random.seed(seed)`` (1000 cells with replacement, objects in order); None uses every
+    surface cell.
+    """
+    dirs = model_dirs(root, camera, scene)
+    models, sdfs = [], []
+    rs = None if sdf_sample_seed is None else np.random.RandomState(sdf_sample_seed)
+    for mdir in dirs:
+        models.append(_model_points(os.path.join(mdir, 'nontextured.ply')))
+        sdf = _sdf(os.path.join(mdir, 'textured.sdf'))
+        if rs is not None:
+            sample = sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)]
+            sdf = sdf.with_surface_sample(sample)
+        sdfs.append(sdf)
+    return [int(os.path.basename(d)) for d in dirs], models, sdfs
