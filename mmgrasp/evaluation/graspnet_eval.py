@@ -149,19 +149,26 @@ def work_units(frames: Dict[int, List[int]], nproc: int) -> List[List[tuple]]:
     of ``(scene, frames)`` parts.
 
     With many scenes (at least 4 per process) a unit is a scene: the queue balances the load
-    and a scene's result is saved by the process that evaluated it. With fewer, every scene is
-    cut into contiguous pieces of about 1/8 of a process's share of frames, so that the queue
-    still balances: frames differ in cost (how many grasps reach the force-closure test), and
-    3 scenes on 2 processes would otherwise finish in 2/3, not 1/2, of the serial time. The
-    models are parsed once for all processes (scene_models), so a scene that several
-    processes share costs no extra parse.
+    and a scene's result is saved by the process that evaluated it. With fewer, the frames are
+    cut into contiguous pieces that shrink as the work left does (each ``1 / (2 * nproc)`` of
+    the frames left, never across a scene): frames differ in cost (how many grasps reach the
+    force-closure test), and with large pieces at the start and single frames at the end no
+    process waits long for another; 3 scenes on 2 processes would otherwise finish in 2/3, not
+    1/2, of the serial time. The models are parsed once for all processes (scene_models), so
+    a scene that several processes share costs no extra parse.
     """
     scenes = [s for s in frames if frames[s]]
     if len(scenes) >= 4 * nproc:
         return [[(s, list(frames[s]))] for s in scenes]
-    size = max(1, -(-sum(len(frames[s]) for s in scenes) // (8 * nproc)))
-    return [[(s, list(frames[s][i:i + size]))] for s in scenes
-            for i in range(0, len(frames[s]), size)]
+    left = sum(len(frames[s]) for s in scenes)
+    units = []
+    for s in scenes:
+        todo = list(frames[s])
+        while todo:
+            size = max(1, left // (2 * nproc))
+            units.append([(s, todo[:size])])
+            todo, left = todo[size:], left - len(todo[:size])
+    return units
 
 
 def _worker(root, dump_dir, camera, unit, sdf_sample_seed, whole_scene_files):
