@@ -20,7 +20,7 @@ import os
 import queue as queue_mod
 import tempfile
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -144,9 +144,9 @@ def _init_worker(progress_queue, models_folder: str) -> None:
     share_parsed_models(models_folder)
 
 
-def work_units(frames: Dict[int, List[int]], nproc: int) -> List[List[tuple]]:
-    """Split the scenes' frames into the pieces the processes take from a queue, each a list
-    of ``(scene, frames)`` parts.
+def work_units(frames: Dict[int, List[int]], nproc: int) -> List[Tuple[int, List[int]]]:
+    """Split the scenes' frames into the ``(scene, frames)`` pieces the processes take from a
+    queue.
 
     With many scenes (at least 4 per process) a unit is a scene: the queue balances the load
     and a scene's result is saved by the process that evaluated it. With fewer, the frames are
@@ -159,30 +159,28 @@ def work_units(frames: Dict[int, List[int]], nproc: int) -> List[List[tuple]]:
     """
     scenes = [s for s in frames if frames[s]]
     if len(scenes) >= 4 * nproc:
-        return [[(s, list(frames[s]))] for s in scenes]
+        return [(s, list(frames[s])) for s in scenes]
     left = sum(len(frames[s]) for s in scenes)
     units = []
     for s in scenes:
         todo = list(frames[s])
         while todo:
             size = max(1, left // (2 * nproc))
-            units.append([(s, todo[:size])])
-            todo, left = todo[size:], left - len(todo[:size])
+            piece, todo = todo[:size], todo[size:]
+            units.append((s, piece))
+            left -= len(piece)
     return units
 
 
-def _worker(root, dump_dir, camera, unit, sdf_sample_seed, whole_scene_files):
-    """Evaluate one unit; a scene the unit holds whole is saved at once (resume)."""
+def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, whole_scene_file):
+    """Evaluate one piece; a piece that is a whole scene is saved at once (resume)."""
     def report(s, f):
         _PROGRESS.put((os.getpid(), s, f, time.monotonic()))
-    out = []
-    for scene, frames in unit:
-        acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report)
-        if scene in whole_scene_files:
-            _save_result(*whole_scene_files[scene], frames, acc)
-        out.append((scene, frames, acc))
+    acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report)
+    if whole_scene_file is not None:
+        _save_result(*whole_scene_file, frames, acc)
     _PROGRESS.put((os.getpid(), None, None, time.monotonic()))
-    return out
+    return acc
 
 
 class _Bar:
@@ -238,7 +236,7 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
         out[s] = np.zeros((0, TOP_K, 6))
         save(s, out[s])
     units = work_units(todo, nproc)
-    whole = {s: (_result_path(results_dir, s), keys[s]) for unit in units for s, f in unit
+    whole = {s: (_result_path(results_dir, s), keys[s]) for s, f in units
              if results_dir is not None and len(f) == len(frames[s])}
     parts: Dict[int, Dict[int, np.ndarray]] = {s: {} for s in todo}
     ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
@@ -249,9 +247,8 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                                   initargs=(progress_queue, models_folder.name))
     try:
         _read_models_once(pool, root, camera, list(todo), frame_timeout)
-        futures = {pool.submit(_worker, root, dump_dir, camera, unit, sdf_sample_seed,
-                               {s: whole[s] for s, _ in unit if s in whole}): unit
-                   for unit in units}
+        futures = {pool.submit(_worker, root, dump_dir, camera, s, f, sdf_sample_seed,
+                               whole.get(s)): (s, f) for s, f in units}
         current: Dict[int, tuple] = {}  # pid -> (scene, frame, started)
         pending = set(futures)
         while pending:
@@ -268,19 +265,19 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                         bar.step()
                     current[pid] = (s, f, t)
             for fut in done:
+                s, fs = futures[fut]
                 try:
-                    pieces = fut.result()
+                    acc = fut.result()
                 except cf.process.BrokenProcessPool:
                     where = [f'scene {c[0]} frame {c[1]}' for c in current.values()] or \
-                        [f'scene {s}' for s, _ in futures[fut]]
+                        [f'scene {s}']
                     raise EvaluationError(f'an evaluation process died while on '
                                           f'{", ".join(where)}') from None
-                for s, fs, acc in pieces:
-                    parts[s].update(zip(fs, acc))
-                    if len(parts[s]) == len(frames[s]):
-                        out[s] = np.stack([parts[s][f] for f in frames[s]])
-                        if s not in whole:
-                            save(s, out[s])
+                parts[s].update(zip(fs, acc))
+                if len(parts[s]) == len(frames[s]):
+                    out[s] = np.stack([parts[s][f] for f in frames[s]])
+                    if s not in whole:
+                        save(s, out[s])
                 bar.step()
             now = time.monotonic()
             for s, f, t in current.values():

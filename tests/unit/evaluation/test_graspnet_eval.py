@@ -140,17 +140,17 @@ def test_parallel_equals_serial(scene):
 
 def test_work_units_split_few_scenes_into_pieces():
     few = work_units({100: [0, 1], 130: [0, 1], 160: [0, 1]}, 2)
-    assert few == [[(s, [f])] for s in (100, 130, 160) for f in (0, 1)]
-    assert work_units({100: [0, 1, 2]}, 4) == [[(100, [0])], [(100, [1])], [(100, [2])]]
+    assert few == [(s, [f]) for s in (100, 130, 160) for f in (0, 1)]
+    assert work_units({100: [0, 1, 2]}, 4) == [(100, [0]), (100, [1]), (100, [2])]
     # 96 frames on 2 processes: a quarter of what is left a piece, cut at scene ends
     frames = {s: list(range(32)) for s in (100, 130, 160)}
     pieces = work_units(frames, 2)
-    assert [len(p[0][1]) for p in pieces] == [24, 8, 16, 12, 4, 8, 6, 4, 3, 2, 2, 1, 1, 1, 1,
+    assert [len(p[1]) for p in pieces] == [24, 8, 16, 12, 4, 8, 6, 4, 3, 2, 2, 1, 1, 1, 1,
                                               1, 1, 1]
     for s in frames:
-        assert [f for p in pieces if p[0][0] == s for f in p[0][1]] == frames[s]
+        assert [f for p in pieces if p[0] == s for f in p[1]] == frames[s]
     many = work_units({s: [0, 1] for s in range(8)}, 2)  # 4 scenes a process: scene units
-    assert many == [[(s, [0, 1])] for s in range(8)]
+    assert many == [(s, [0, 1]) for s in range(8)]
 
 
 def test_parallel_run_parses_each_model_once(scene, tmp_path, monkeypatch):
