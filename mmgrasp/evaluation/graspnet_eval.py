@@ -70,6 +70,31 @@ def scene_frames(root: str, camera: str, scene: int) -> List[int]:
 
 
 # one scene ----------------------------------------------------------------------------------
+class SceneInputs:
+    """What :func:`evaluate_frame` takes for each frame of one scene: the scene's models and
+    SDFs (read once), and per frame its dump, object poses and posed table."""
+
+    def __init__(self, root: str, camera: str, scene: int,
+                 sdf_sample_seed: Optional[int] = None):
+        self.scene, self.camera = scene, camera
+        _, self.models, self.sdfs = scene_assets(root, camera, scene, sdf_sample_seed)
+        self.cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
+        self.camera_poses = np.load(os.path.join(self.cam_dir, 'camera_poses.npy'))
+        self.align = np.load(os.path.join(self.cam_dir, 'cam0_wrt_table.npy'))
+
+    def frame(self, dump_dir: str, frame: int) -> tuple:
+        """(grasps, models, sdfs, poses, table) of one frame."""
+        grasps = load_dump(dump_path(dump_dir, self.scene, self.camera, frame))
+        annotation = read_annotation(os.path.join(self.cam_dir, 'annotations',
+                                                  f'{frame:04d}.xml'))
+        poses = [p for _, p in annotation]
+        if len(poses) != len(self.models):
+            raise ValueError(f'annotation {frame:04d}.xml lists {len(poses)} objects, '
+                             f'frame 0000 lists {len(self.models)}')
+        table = PosedTable(np.linalg.inv(np.matmul(self.align, self.camera_poses[frame])))
+        return grasps, self.models, self.sdfs, poses, table
+
+
 def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Sequence[int],
                    sdf_sample_seed: Optional[int] = None,
                    on_frame: Optional[Callable[[int, int], None]] = None) -> np.ndarray:
@@ -79,22 +104,12 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
     """
     frame = frames[0] if len(frames) else 0
     try:
-        _, models, sdfs = scene_assets(root, camera, scene, sdf_sample_seed)
-        cam_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}', camera)
-        camera_poses = np.load(os.path.join(cam_dir, 'camera_poses.npy'))
-        align = np.load(os.path.join(cam_dir, 'cam0_wrt_table.npy'))
+        inputs = SceneInputs(root, camera, scene, sdf_sample_seed)
         out = np.zeros((len(frames), TOP_K, 6))
         for n, frame in enumerate(frames):
             if on_frame is not None:
                 on_frame(scene, frame)
-            grasps = load_dump(dump_path(dump_dir, scene, camera, frame))
-            annotation = read_annotation(os.path.join(cam_dir, 'annotations', f'{frame:04d}.xml'))
-            poses = [p for _, p in annotation]
-            if len(poses) != len(models):
-                raise ValueError(f'annotation {frame:04d}.xml lists {len(poses)} objects, '
-                                 f'frame 0000 lists {len(models)}')
-            table_cam = PosedTable(np.linalg.inv(np.matmul(align, camera_poses[frame])))
-            out[n] = evaluate_frame(grasps, models, sdfs, poses, table_cam, TOP_K)['accuracy']
+            out[n] = evaluate_frame(*inputs.frame(dump_dir, frame), TOP_K)['accuracy']
         return out
     except EvaluationError:
         raise

@@ -33,8 +33,6 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 import mmgrasp.evaluation.graspnet_eval as ge  # noqa: E402
 from mmgrasp.evaluation.graspnet_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
                                               summarize)
@@ -126,23 +124,16 @@ def _in_memory_frames(root, dump, camera, scenes, frames, seed) -> list:
     """Every frame's evaluate_frame arguments, read once (models, SDFs, poses, grasps)."""
     job = []
     for s in scenes:
-        _, models, sdfs = ge.scene_assets(root, camera, s, seed)
-        cam_dir = os.path.join(root, 'scenes', f'scene_{s:04d}', camera)
-        camera_poses = np.load(os.path.join(cam_dir, 'camera_poses.npy'))
-        align = np.load(os.path.join(cam_dir, 'cam0_wrt_table.npy'))
-        for f in range(frames):
-            poses = [p for _, p in ge.read_annotation(
-                os.path.join(cam_dir, 'annotations', f'{f:04d}.xml'))]
-            job.append((ge.load_dump(ge.dump_path(dump, s, camera, f)), models, sdfs, poses,
-                        np.linalg.inv(np.matmul(align, camera_poses[f]))))
+        inputs = ge.SceneInputs(root, camera, s, seed)
+        job += [inputs.frame(dump, f) for f in range(frames)]
     return job
 
 
 def _run_copies(job: list, copies: int) -> float:
     """Wall time of ``copies`` forked processes each evaluating every frame of ``job``."""
     def work():
-        for grasps, models, sdfs, poses, to_camera in job:
-            ge.evaluate_frame(grasps, models, sdfs, poses, ge.PosedTable(to_camera))
+        for args in job:
+            ge.evaluate_frame(*args)
         os._exit(0)
     start = time.perf_counter()
     pids = []
