@@ -31,12 +31,14 @@ def voxel_downsample(points: np.ndarray, voxel_size: float) -> np.ndarray:
 
 def table_points(lx: float = 1.0, ly: float = 1.0, lz: float = 0.05, dx: float = -0.5,
                  dy: float = -0.5, dz: float = -0.05, grid_size: float = 0.008) -> np.ndarray:
-    """graspnetAPI's ``create_table_points``: a grid box in the table frame, (N, 3)."""
-    xs = np.linspace(0, lx, int(lx / grid_size))
-    ys = np.linspace(0, ly, int(ly / grid_size))
-    zs = np.linspace(0, lz, int(lz / grid_size))
-    x, y, z = np.meshgrid(xs, ys, zs, indexing='xy')
+    """graspnetAPI's ``create_table_points``: a grid box in the table frame, (N, 3), laid out
+    (y, x, z), z fastest."""
+    x, y, z = np.meshgrid(*_table_axes(lx, ly, lz, grid_size), indexing='xy')
     return np.stack([x + dx, y + dy, z + dz], axis=-1).reshape(-1, 3)
+
+
+def _table_axes(lx: float, ly: float, lz: float, grid_size: float) -> list:
+    return [np.linspace(0, length, int(length / grid_size)) for length in (lx, ly, lz)]
 
 
 _CORNERS = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], dtype=bool)
@@ -58,11 +60,7 @@ class PosedTable:
                  grid_size: float = 0.008, slack: float = 1e-3):
         self.to_frame = np.asarray(to_frame)
         self.to_table = np.linalg.inv(self.to_frame.astype(np.float64))
-        self.points = _table_points(lx, ly, lz, dx, dy, dz, grid_size)
-        # the grid's axes as table_points lays them out: (ny, nx, nz), z fastest
-        self.axes = [np.linspace(0, lx, int(lx / grid_size)) + dx,
-                     np.linspace(0, ly, int(ly / grid_size)) + dy,
-                     np.linspace(0, lz, int(lz / grid_size)) + dz]
+        self.points, self.axes = _table_grid(lx, ly, lz, dx, dy, dz, grid_size)
         self.slack = slack
 
     def inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -87,10 +85,12 @@ def in_box(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def _table_points(*args) -> np.ndarray:
-    points = table_points(*args)
+def _table_grid(lx, ly, lz, dx, dy, dz, grid_size) -> tuple:
+    """The table points (read-only) and the coordinates along each axis that they take."""
+    points = table_points(lx, ly, lz, dx, dy, dz, grid_size)
     points.flags.writeable = False
-    return points
+    axes = [a + d for a, d in zip(_table_axes(lx, ly, lz, grid_size), (dx, dy, dz))]
+    return points, axes
 
 
 def transform_points(points: np.ndarray, trans: np.ndarray) -> np.ndarray:
