@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 from plyfile import PlyData, PlyParseError
 
-from .functional import (SignedDistanceField, quaternion_to_graspnet_pose, read_dexnet_sdf,
+from .functional import (SignedDistanceField, parse_dexnet_sdf, quaternion_to_graspnet_pose,
                          voxel_downsample)
 
 MODEL_VOXEL = 0.008
@@ -128,10 +128,8 @@ def _model_points(path: str) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _sdf(path: str) -> SignedDistanceField:
-    def parse():
-        sdf = read_dexnet_sdf(path)
-        return {'data': sdf.data, 'origin': sdf.origin, 'resolution': np.float64(sdf.resolution)}
-    arrays = _shared(path, parse)
+    arrays = _shared(path, lambda: dict(zip(('data', 'origin', 'resolution'),
+                                            parse_dexnet_sdf(path))))
     return SignedDistanceField(arrays['data'], arrays['origin'], float(arrays['resolution']))
 
 

@@ -17,6 +17,7 @@ GraspGroup rows (N, 17): score, width, height, depth, rotation (9, row-major), t
   collision_thresh)``; ``filter_collisions(grasps, cloud, voxel_size=0.01,
   approach_dist=0.05, collision_thresh=0.01)``
 - ``SignedDistanceField(data, origin, resolution)``, ``read_dexnet_sdf(path)``,
+  ``parse_dexnet_sdf(path) -> (data, origin, resolution)``,
   ``write_dexnet_sdf(path, data, origin, resolution)``
 - ``close_jaws(sdf, centers, axes, widths) -> (found, points (K,2,3), normals (K,2,3))``
 - ``antipodal_angles(c1, n1, c2, n2)``, ``force_closure(c1, n1, c2, n2, mu)``,
@@ -33,13 +34,13 @@ from .gripper import ModelFreeCollisionDetector, filter_collisions, gripper_coll
 from .nms import grasp_nms
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
                      transform_points, voxel_downsample)
-from .sdf import SignedDistanceField, read_dexnet_sdf, write_dexnet_sdf
+from .sdf import SignedDistanceField, parse_dexnet_sdf, read_dexnet_sdf, write_dexnet_sdf
 
 __all__ = [
     'EVAL_FRICTION_COEFFICIENTS', 'GRASPNET_FRICTION_COEFFICIENTS', 'ModelFreeCollisionDetector',
     'PosedTable', 'SignedDistanceField', 'antipodal_angles', 'close_jaws', 'dexnet_grasp_params',
     'evaluate_frame', 'filter_collisions', 'force_closure', 'force_closure_min_friction',
-    'grasp_friction', 'grasp_nms', 'gripper_collision', 'nearest_indices', 'precision_at_k',
-    'quaternion_to_graspnet_pose', 'read_dexnet_sdf', 'table_points', 'transform_points',
-    'voxel_downsample', 'write_dexnet_sdf'
+    'grasp_friction', 'grasp_nms', 'gripper_collision', 'nearest_indices', 'parse_dexnet_sdf',
+    'precision_at_k', 'quaternion_to_graspnet_pose', 'read_dexnet_sdf', 'table_points',
+    'transform_points', 'voxel_downsample', 'write_dexnet_sdf'
 ]

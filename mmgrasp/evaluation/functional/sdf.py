@@ -158,6 +158,11 @@ class SignedDistanceField:
 def read_dexnet_sdf(path: str | os.PathLike,
                     surface_sample: Optional[np.ndarray] = None) -> SignedDistanceField:
     """Read a dexnet ``.sdf`` text file (see the module docstring)."""
+    return SignedDistanceField(*parse_dexnet_sdf(path), surface_sample)
+
+
+def parse_dexnet_sdf(path: str | os.PathLike) -> tuple:
+    """(data (nx, ny, nz), origin (3,), resolution) of a dexnet ``.sdf`` text file."""
     with open(path, 'rb') as f:  # bytes: no decoding, and float() parses bytes tokens
         header = [f.readline() for _ in range(3)]
         body = f.read()
@@ -174,7 +179,7 @@ def read_dexnet_sdf(path: str | os.PathLike,
     if len(values) != n:
         raise ValueError(f'{path}: header says {dims} = {n} values, file has {len(values)}')
     data = values.reshape(dims[2], dims[1], dims[0]).transpose(2, 1, 0)
-    return SignedDistanceField(data, np.array(origin), resolution, surface_sample)
+    return data, np.array(origin), resolution
 
 
 def write_dexnet_sdf(path: str | os.PathLike, data: np.ndarray, origin: np.ndarray,

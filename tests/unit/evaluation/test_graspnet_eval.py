@@ -161,13 +161,13 @@ def test_parallel_run_parses_each_model_once(scene, tmp_path, monkeypatch):
             write_dump(dump, s, f, rows_for(centres))
     serial = evaluate_dump(root, dump, 'realsense', [100, 130], progress=False)
     log = tmp_path / 'parsed.log'
-    real = scene_models.read_dexnet_sdf
+    real = scene_models.parse_dexnet_sdf
 
     def logged(path, *args, **kwargs):
         with open(log, 'a') as f:  # forked workers inherit this and append to one file
             f.write(f'{os.getpid()} {path}\n')
         return real(path, *args, **kwargs)
-    monkeypatch.setattr(scene_models, 'read_dexnet_sdf', logged)
+    monkeypatch.setattr(scene_models, 'parse_dexnet_sdf', logged)
     scene_models.clear_asset_caches()
     parallel = evaluate_dump(root, dump, 'realsense', [100, 130], nproc=2, progress=False)
     for s in serial:
