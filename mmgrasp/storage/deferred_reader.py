@@ -272,9 +272,11 @@ def read_rows_many(requests: Sequence[ReadRequest]) -> None:
     after the other through :func:`read_rows` (looked up at every call: the one place
     memory-map reads go); the requests of a published store go to :func:`read_url_rows_many`
     together, so their range requests are in flight in one wave instead of one per request."""
-    remote = [r for r in requests if len(r[0]) and is_url(r[0][0])]
+    remote = []
     for request in requests:
-        if not (len(request[0]) and is_url(request[0][0])):
+        if len(request[0]) and is_url(request[0][0]):
+            remote.append(request)
+        else:
             read_rows(*request)
     if remote:
         read_url_rows_many(remote)

@@ -533,7 +533,7 @@ def read_url_rows_many(requests: Sequence[tuple]) -> None:
     """The deferred reader's ``read_rows_many`` for files addressed by URL: every request of
     one remote store, fetched in one wave (:meth:`RemoteStore.read_rows_many`)."""
     paths = [p for r in requests for p in r[0]]
-    stores = {id(opened_store_for(p)): opened_store_for(p) for p in paths}
+    stores = {id(store): store for store in map(opened_store_for, paths)}
     local = [p for p in paths if not is_url(p)]
     if local or len(stores) != 1:
         raise RemoteStoreError(f'one gather reads one remote label store, not {paths}')
