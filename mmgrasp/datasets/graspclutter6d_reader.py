@@ -262,7 +262,9 @@ class GraspClutter6DReader:
             self._metas[scene] = [self._read_meta(scene, f) for f in range(self.num_frames(scene))]
         return self._metas[scene][frame]
 
-    def _read_meta(self, scene: int, frame: int) -> FrameMeta:
+    def instances(self, scene: int, frame: int):
+        """(obj ids 0-based (M,) int64, poses (M, 4, 4) float64 model -> camera in metres) of
+        the frame's ``scene_gt.json`` entry, in file order (the API's ``get_model_poses``)."""
         path = self.frame_path(scene, 'meta', frame)
         gt, key = _load_json(path), str(self.image_id(frame))
         if key not in gt:
@@ -281,10 +283,16 @@ class GraspClutter6DReader:
                 raise DatasetFileError(path, f'image {key} instance {n}: obj_id {obj} outside '
                                              f'1..{NUM_OBJECTS}')
             ids.append(obj - 1)
-            poses.append(np.concatenate([rot, trans[:, None]], axis=1))
+            pose = np.eye(4)
+            pose[:3, :3], pose[:3, 3] = rot, trans
+            poses.append(pose)
+        return np.asarray(ids, np.int64), np.asarray(poses, np.float64).reshape(-1, 4, 4)
+
+    def _read_meta(self, scene: int, frame: int) -> FrameMeta:
+        ids, poses = self.instances(scene, frame)
         camera = self._camera_entry(scene, frame)
-        return FrameMeta(poses=np.asarray(poses, np.float32).reshape(-1, 3, 4),
-                         object_ids=np.asarray(ids, np.int64),
+        return FrameMeta(poses=np.ascontiguousarray(poses[:, :3], np.float32),
+                         object_ids=ids,
                          intrinsics=np.asarray(camera['cam_K'], np.float64).reshape(3, 3),
                          factor_depth=DEPTH_SCALE[self.camera])
 
