@@ -99,7 +99,7 @@ def evaluate_gc6d_frame(grasps: np.ndarray, inputs: GC6DSceneInputs, frame: int,
     poses = inputs.poses(frame)
     if len(grasps):
         posed = [transform_points(m, p) for m, p in zip(inputs.models, poses)]
-        grasps = grasps[background_mask(grasps, posed)]
+        grasps = grasps[background_mask(grasps, posed, BACKGROUND_DISTANCE)]
     return evaluate_frame(grasps, inputs.models, inputs.sdfs, poses, None, top_k,
                           max_width=MAX_WIDTH)
 
