@@ -9,7 +9,8 @@ Layout (BOP-style)::
     scenes/%06d/scene_gt.json                     per image id: [{obj_id, cam_R_m2c, cam_t_m2c}]
     grasp_label/obj_%06d_labels.npz               points, offsets, scores (collision optional)
     collision_label/%06d.npz                      arr_i per scene_gt instance, in that order
-    models_m/obj_%06d.ply, models_obj_m/obj_%06d.{obj,sdf}, split_info/grasp_{train,test}_scene_ids.json
+    models_m/obj_%06d.ply, models_obj_m/obj_%06d.{obj,sdf}
+    split_info/grasp_{train,test}_scene_ids.json, split_info/obj_ids_per_scene.json
 
 Four cameras share one image sequence: image id = 4·annotation + index (1 realsense-d415,
 2 realsense-d435, 3 azure-kinect, 4 zivid); ``'realsense'`` and ``'kinect'`` name the d435 and
@@ -349,7 +350,8 @@ class GraspClutter6DReader:
     def load_segmentation(self, scene: int, frame: int) -> np.ndarray:
         """(H, W) channel 0 of the label PNG: 0 background, obj_id = object id + 1."""
         self._check_frame(scene, frame)
-        return np.ascontiguousarray(self._load_png(self.frame_path(scene, 'label', frame), 3)[..., 0])
+        label = self._load_png(self.frame_path(scene, 'label', frame), 3)
+        return np.ascontiguousarray(label[..., 0])
 
     def visibility(self, scene: int, frame: int) -> np.ndarray:
         """(M,) visible share of each instance: pixel sum of ``mask_visib`` over that of

@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
 from .graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
@@ -172,7 +170,8 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
         for m, model in model_set.items():
             _log(progress, f'[synthetic gc6d] obj_{m + 1:06d}: {len(model.points)} points')
             name = f'obj_{m + 1:06d}'
-            for folder, ext, text in (('models_m', 'ply', _box_ply), ('models_obj_m', 'obj', _box_obj),
+            for folder, ext, text in (('models_m', 'ply', _box_ply),
+                                      ('models_obj_m', 'obj', _box_obj),
                                       ('models_obj_m', 'sdf', _box_sdf)):
                 with open(os.path.join(tmp, folder, f'{name}.{ext}'), 'w') as f:
                     f.write(text(model.half))

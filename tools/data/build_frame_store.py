@@ -7,7 +7,7 @@ and the workspace box, outlier 0.02 m) and the default graspness folder; other s
 their own store on first use.
 
 Usage:
-    python tools/data/build_frame_store.py DATA_ROOT [--camera realsense kinect | azure-kinect zivid ...] [--cache DIR]
+    python tools/data/build_frame_store.py DATA_ROOT [--camera CAMERA ...] [--cache DIR]
         [--force]
 
 Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is

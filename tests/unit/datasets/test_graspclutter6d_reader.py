@@ -62,8 +62,8 @@ def test_frames_poses_and_instances_follow_the_json_files(gc6d_root):
         assert len(set(ids)) < len(ids)  # a duplicate, kept in scene_gt order
         np.testing.assert_array_equal(meta.poses[:, :, :3], np.array(
             [i['cam_R_m2c'] for i in gt], np.float32).reshape(-1, 3, 3))
-        np.testing.assert_array_equal(  # millimetres -> metres
-            meta.poses[:, :, 3], (np.array([i['cam_t_m2c'] for i in gt]) / 1000.0).astype(np.float32))
+        metres = (np.array([i['cam_t_m2c'] for i in gt]) / 1000.0).astype(np.float32)
+        np.testing.assert_array_equal(meta.poses[:, :, 3], metres)
         np.testing.assert_array_equal(meta.intrinsics, np.reshape(cam['cam_K'], (3, 3)))
         assert meta.factor_depth == DEPTH_SCALE[camera]
         w2c = np.eye(4)
