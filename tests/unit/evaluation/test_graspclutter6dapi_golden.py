@@ -91,3 +91,11 @@ def test_graspnet_rules_do_not_reproduce_graspclutter6dapi(dataset_root, monkeyp
     details = _frames(dataset_root, 'random', 'zivid')
     assert any(not np.array_equal(details['grasps_' + k[7:]], golden['grasps_' + k[7:]])
                for k in golden.files if k.startswith('grasps_'))
+
+
+def test_parallel_scenes_equal_golden(dataset_root):
+    golden = np.load(os.path.join(GOLDEN, 'gt_realsense-d435.npz'))
+    accuracy = gc6d.evaluate_dump(dataset_root, os.path.join(GOLDEN, 'dumps', 'gt'),
+                                  'realsense', nproc=2, sdf_sample_seed=0)  # the test split
+    assert sorted(accuracy) == [2, 3]
+    np.testing.assert_array_equal(np.stack([accuracy[2], accuracy[3]]), golden['accuracy'])
