@@ -80,3 +80,24 @@ def test_output_is_deterministic(tmp_path):
 def test_bad_arguments(tmp_path, bad):
     with pytest.raises(ValueError):
         write_graspclutter6d_dataset(tmp_path / 'x', **{**dict(progress=False), **bad})
+
+
+def test_make_synthetic_layout_flag(tmp_path):
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    tool = os.path.join(repo, 'tools', 'data', 'make_synthetic.py')
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([repo, os.environ.get('PYTHONPATH', '')])}
+    small = ['--scenes', '1', '--frames', '1', '--objects', '2', '--points-per-object', '20',
+             '--grid', '3', '2', '2', '--image-size', '64', '36', '--quiet']
+    out = str(tmp_path / 'gc6d')
+    subprocess.run([sys.executable, tool, out, '--layout', 'graspclutter6d', '--test-scenes', '1',
+                    '--duplicates', '0', *small], check=True, env=env)
+    assert _json(out, 'split_info', 'grasp_test_scene_ids.json') == [2]
+    ids = [i['obj_id'] for i in _json(out, 'scenes', '000001', 'scene_gt.json')['1']]
+    assert len(set(ids)) == len(ids)  # --duplicates 0: no model twice
+    bad = subprocess.run([sys.executable, tool, str(tmp_path / 'x'), '--layout',
+                          'graspclutter6d', '--cameras', 'kinect', *small], env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and 'drop --cameras' in bad.stderr
