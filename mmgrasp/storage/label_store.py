@@ -25,7 +25,8 @@ The store of a dataset root and tolerance folder lives in one cache folder (the 
 resolved paths) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
 beside the old one, which jobs still reading it keep. Every open checks the current version
 against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
-collision labels, frame 0's meta and object_id_list.txt of each scene. A stale or foreign store is
+collision labels and each scene's instance list (the reader's ``scene_source_files``:
+GraspNet-1Billion frame 0's meta and object_id_list.txt, GraspClutter6D scene_gt.json). A stale or foreign store is
 rebuilt (``build=True``) or refused with a message that says how to rebuild it.
 """
 import hashlib
