@@ -26,8 +26,9 @@ resolved paths) as versions (see :mod:`.derived_assets`): a stale store is rebui
 beside the old one, which jobs still reading it keep. Every open checks the current version
 against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
 collision labels and each scene's instance list (the reader's ``scene_source_files``:
-GraspNet-1Billion frame 0's meta and object_id_list.txt, GraspClutter6D scene_gt.json). A stale or foreign store is
-rebuilt (``build=True``) or refused with a message that says how to rebuild it.
+GraspNet-1Billion frame 0's meta and object_id_list.txt, GraspClutter6D scene_gt.json). A stale
+or foreign store is rebuilt (``build=True``) or refused with a message that says how to rebuild
+it.
 """
 import hashlib
 import json
