@@ -7,6 +7,7 @@ the session with their content hashes; a test that wrote, added or removed a fil
 naming the files. Copy the dataset to ``tmp_path`` before changing it.
 """
 import hashlib
+import json
 import os
 import shutil
 from typing import Dict, List, Optional, Tuple
@@ -126,6 +127,36 @@ def distinct_instances_root(synthetic_root, tmp_path_factory):
     np.savez(path, *masks)
     generate_graspness(root, scenes=[0], cache_dir=str(tmp_path_factory.mktemp('store')),
                        overwrite=True)
+    _read_only(root)
+    return root
+
+
+@pytest.fixture(scope='session')
+def gc6d_root(tmp_path_factory):
+    """A GraspClutter6D-layout session dataset: train scenes 1-2 and test scene 3, 3 annotations
+    of each of the four cameras, 4 instances a scene, one model twice in scenes 1 and 2, the
+    small grid. As in ``distinct_instances_root``, a neighbouring box blocks every free grasp
+    of the duplicated model's second instance in scene 1 (its ``arr_i`` gains those cells;
+    graspness of the d435, which 'realsense' names, follows), so serving one instance's rows to
+    the other fails the checks. Read-only."""
+    from mmgrasp.datasets.graspness import generate_graspness
+    from mmgrasp.datasets.synthetic_gc6d import write_graspclutter6d_dataset
+
+    root = str(tmp_path_factory.mktemp('gc6d') / 'graspclutter6d')
+    write_graspclutter6d_dataset(root, scenes=2, test_scenes=1, frames=3, objects=4,
+                                 points_per_object=60, grid=SMALL_GRID, image_size=(320, 180),
+                                 seed=0, progress=False, max_label_width=0.14)
+    with open(os.path.join(root, 'scenes', '000001', 'scene_gt.json')) as f:
+        ids = [i['obj_id'] for i in json.load(f)['2']]
+    first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
+    path = os.path.join(root, 'collision_label', '000001.npz')
+    with np.load(path) as npz:
+        masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
+    with np.load(os.path.join(root, 'grasp_label', f'obj_{ids[second]:06d}_labels.npz')) as npz:
+        masks[second] = masks[second] | ((npz['scores'] > 0) & ~masks[second])
+    assert not np.array_equal(masks[first], masks[second])
+    np.savez(path, *masks)
+    generate_graspness(root, cache_dir=str(tmp_path_factory.mktemp('gc6d_store')))
     _read_only(root)
     return root
 

@@ -1,4 +1,6 @@
-"""Run a trained grasp detector on a split, dump its grasps and print GraspNet-1Billion's AP.
+"""Run a trained grasp detector on a split, dump its grasps and print GraspNet-1Billion's AP
+(or GraspClutter6D's, with GraspClutter6DMetric: dumps ``%06d/<camera>/%06d.npy`` by image id,
+the protocol's settings printed with the table).
 
     python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--nproc N] [--collision-thresh T]
                          [--dump-only] [--work-dir DIR] [--cfg-options ...]
@@ -16,9 +18,10 @@ import os.path as osp
 from mmengine.config import Config, DictAction
 from mmengine.runner import Runner
 
+from mmgrasp.datasets.graspclutter6d_reader import camera_name
 from mmgrasp.evaluation.graspnet_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
-from mmgrasp.registry import RUNNERS
+from mmgrasp.registry import METRICS, RUNNERS
 from mmgrasp.utils import apply_cli_options, register_all_modules
 
 
@@ -74,7 +77,9 @@ def main(argv=None) -> dict:
         cfg.test_evaluator = dict(type='GraspDumpMetric', dump_dir=dump_dir)
     else:
         cfg.test_evaluator.dump_dir = dump_dir
-        if cfg.test_evaluator.get('type') == 'GraspNetMetric':
+        metric = METRICS.get(cfg.test_evaluator.get('type'))
+        settings.update(getattr(metric, 'protocol', {}))  # GraspClutter6DMetric's rules
+        if cfg.test_evaluator.get('type') in ('GraspNetMetric', 'GraspClutter6DMetric'):
             cfg.test_evaluator.settings = settings
             cfg.test_evaluator.camera = settings['camera']
             if args.nproc is not None:
@@ -85,13 +90,17 @@ def main(argv=None) -> dict:
     metrics = runner.test()
     if 'dump/frames' in metrics:
         print(f'wrote {metrics["dump/frames"]} frames to {dump_dir}')
-    figures = {k[len('graspnet/'):]: v for k, v in metrics.items() if k.startswith('graspnet/')}
-    if figures:
-        runner.visualizer.add_scalars(
-            {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
-        print(f'GraspNet-1Billion evaluation of {dump_dir}:')
-        print(results_table(figures, settings))
-        print(f'figures: {osp.join(dump_dir, "graspnet_" + settings["camera"] + ".json")}')
+    for prefix, name, benchmark in (('graspnet', 'graspnet', 'GraspNet-1Billion'),
+                                    ('gc6d', 'graspclutter6d', 'GraspClutter6D')):
+        figures = {k[len(prefix) + 1:]: v for k, v in metrics.items()
+                   if k.startswith(prefix + '/')}
+        if figures:
+            runner.visualizer.add_scalars(
+                {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
+            print(f'{benchmark} evaluation of {dump_dir}:')
+            print(results_table(figures, settings))
+            camera = camera_name(settings['camera']) if prefix == 'gc6d' else settings['camera']
+            print(f'figures: {osp.join(dump_dir, f"{name}_{camera}.json")}')
     return metrics
 
 

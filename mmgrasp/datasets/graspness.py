@@ -18,6 +18,7 @@ from scipy.spatial import cKDTree
 from mmgrasp.storage.label_maps import MapCache
 from mmgrasp.storage.label_store import LabelStore, open_label_store, unpack_rows
 from .graspnet_reader import GraspNetReader
+from .layouts import open_reader
 from .transforms.loading import depth_to_cloud, workspace_mask
 
 _CHUNK_ROWS = 256
@@ -67,7 +68,7 @@ def generate_graspness(root: str, camera: str = 'realsense', scenes: Optional[It
                        overwrite: bool = False) -> int:
     """Write the graspness files of ``scenes`` (default: all train scenes on disk); returns how
     many were written. Each file is written under a temporary name and renamed."""
-    reader = GraspNetReader(root, camera)
+    reader = open_reader(root, camera)
     store = open_label_store(reader, cache_dir)
     maps = MapCache(read_ahead=False)
     scenes = list(scenes) if scenes is not None else reader.scene_ids('train')
@@ -85,6 +86,6 @@ def generate_graspness(root: str, camera: str = 'realsense', scenes: Optional[It
             np.save(tmp, graspness)
             os.rename(tmp, path)
             written += 1
-        print_log(f'graspness: scene {scene:04d} ({camera}) done, {written} files, '
+        print_log(f'graspness: scene {scene:04d} ({reader.camera}) done, {written} files, '
                   f'{time.time() - t0:.1f}s', logger='current')
     return written

@@ -6,7 +6,7 @@ from mmengine.dataset import BaseDataset
 
 from mmgrasp.registry import DATASETS, TRANSFORMS
 from mmgrasp.utils.random import sample_rng
-from .graspnet_reader import GraspNetReader
+from .layouts import open_reader
 
 
 @DATASETS.register_module()
@@ -34,24 +34,28 @@ class GraspNetDataset(BaseDataset):
         pipeline: transforms (configs or callables).
         test_mode: passed to BaseDataset (no effect on loading here).
         tolerance_dir, graspness_dir: see :class:`GraspNetReader`.
+        layout: ``'graspnet'`` or ``'graspclutter6d'`` (:mod:`.layouts`); None detects it from
+            the root. GraspClutter6D: splits ``'train'``, ``'test'``, ``'all'``; cameras
+            ``'realsense-d415'``, ``'realsense-d435'``, ``'azure-kinect'``, ``'zivid'`` (or the
+            aliases ``'realsense'``, ``'kinect'``); frames are the camera's 13 annotations.
         **kwargs: further BaseDataset arguments (``serialize_data``, ``indices``, ``lazy_init``,
             ``metainfo``).
     """
 
-    METAINFO: dict = dict(dataset_name='GraspNet-1Billion')
+    METAINFO: dict = dict(dataset_name='GraspNet-1Billion')  # or GraspClutter6D, see layout
 
     def __init__(self, data_root: str, split: str = 'train', camera: str = 'realsense',
                  scenes: Union[int, Sequence[int], None] = None, frames: Optional[int] = None,
                  seed: int = 0, pipeline: Sequence[Union[dict, Callable]] = (),
                  test_mode: bool = False, tolerance_dir: Optional[str] = None,
-                 graspness_dir: Optional[str] = None, **kwargs):
+                 graspness_dir: Optional[str] = None, layout: Optional[str] = None, **kwargs):
         if 'max_refetch' in kwargs:
             raise ValueError('GraspNetDataset never refetches another sample: drop max_refetch')
         if frames is not None and frames < 1:
             raise ValueError(f'frames must be >= 1 or None, got {frames}')
-        self.reader = GraspNetReader(data_root, camera, tolerance_dir, graspness_dir)
+        self.reader = open_reader(data_root, camera, layout, tolerance_dir, graspness_dir)
         self.split = split
-        self.camera = camera
+        self.camera = self.reader.camera  # GraspClutter6D resolves 'realsense'/'kinect' aliases
         self.scenes = scenes if scenes is None or isinstance(scenes, int) else list(scenes)
         self.frames = frames
         self.seed = operator.index(seed)
@@ -62,7 +66,9 @@ class GraspNetDataset(BaseDataset):
         super().__init__(data_root=data_root, pipeline=pipeline, test_mode=test_mode,
                          max_refetch=0, **kwargs)
         self._metainfo.setdefault('split', split)
-        self._metainfo.setdefault('camera', camera)
+        self._metainfo.setdefault('camera', self.camera)
+        if self.reader.layout == 'graspclutter6d':
+            self._metainfo['dataset_name'] = 'GraspClutter6D'
         for transform in self.pipeline.transforms:
             if hasattr(transform, 'prepare'):  # e.g. build the label store before workers fork
                 transform.prepare(self.data_root, self.camera)

@@ -4,6 +4,7 @@ Only this module knows file names. Object ids are 0-based everywhere in mmgrasp,
 file names; the segmentation PNG and ``meta['cls_indexes']`` store id + 1 and are converted here.
 Every error names the file and what is wrong with it.
 """
+import glob
 import os
 import zipfile
 from dataclasses import dataclass
@@ -119,6 +120,9 @@ class GraspNetReader:
             ``<root>/graspness``.
     """
 
+    layout = 'graspnet'
+    cameras = CAMERAS
+
     def __init__(self, root: str, camera: str = 'realsense', tolerance_dir: Optional[str] = None,
                  graspness_dir: Optional[str] = None):
         if camera not in CAMERAS:
@@ -184,6 +188,41 @@ class GraspNetReader:
                                    f'no scene of split {split!r} ({SPLITS[split].start}..'
                                    f'{SPLITS[split].stop - 1}) has a {self.camera}/ folder')
         return present
+
+    def present_scenes(self) -> List[int]:
+        """Scenes (any split) with a folder of the reader's camera."""
+        return [s for s in range(NUM_SCENES) if os.path.isdir(self.camera_dir(s))]
+
+    def collision_scenes(self) -> List[int]:
+        """Scenes with a collision label file (the label store's scenes)."""
+        found = glob.glob(os.path.join(self.root, 'collision_label', 'scene_*',
+                                       'collision_labels.npz'))
+        return sorted(int(os.path.basename(os.path.dirname(p))[len('scene_'):]) for p in found)
+
+    def scene_meta_path(self, scene: int) -> str:
+        """Frame 0's meta of the first camera present: the collision arrays follow its
+        cls_indexes."""
+        for camera in CAMERAS:
+            path = os.path.join(self.scene_dir(scene), camera, 'meta', '0000.mat')
+            if os.path.isfile(path):
+                return path
+        raise DatasetFileError(os.path.join(self.scene_dir(scene), '<camera>', 'meta', '0000.mat'),
+                               'file not found: the collision arrays of the scene need its '
+                               'cls_indexes')
+
+    def scene_meta(self, scene: int) -> FrameMeta:
+        """The meta whose instance list the scene's collision arrays follow."""
+        return self.load_meta_file(self.scene_meta_path(scene))
+
+    def scene_source_files(self, scene: int) -> List[str]:
+        """The files the label store's rows of a scene come from."""
+        return [self.collision_label_path(scene), self.scene_meta_path(scene),
+                os.path.join(self.scene_dir(scene), 'object_id_list.txt')]
+
+    def trajectory_files(self, scene: int) -> List[str]:
+        """Per-scene files the frame store's frames depend on besides their own."""
+        return [os.path.join(self.camera_dir(scene), name)
+                for name in ('camK.npy', 'camera_poses.npy', 'cam0_wrt_table.npy')]
 
     def num_frames(self, scene: int) -> int:
         return len(self.trajectory(scene).camera_poses)

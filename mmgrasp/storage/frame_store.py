@@ -42,12 +42,11 @@ import numpy as np
 from mmengine.logging import print_log
 
 from .derived_assets import MANIFEST, VersionHold, open_or_build
-from .source import NUM_SCENES, DatasetFileError, GraspSource
+from .source import DatasetFileError, GraspSource
 from .label_store import default_cache_dir
 
 FORMAT_VERSION = 1
 _IMAGE_FILES = ('depth', 'label', 'meta')
-_TRAJECTORY_FILES = ('camK.npy', 'camera_poses.npy', 'cam0_wrt_table.npy')
 _NPY_HEADER = 128  # bytes: numpy's v1.0 header of any 1-d shape
 
 
@@ -198,7 +197,13 @@ def _frame_sources(reader: GraspSource, scene: int, frame: int) -> List[str]:
 
 def camera_scenes(reader: GraspSource) -> List[int]:
     """Scenes (any split) with a folder of the reader's camera."""
-    return [s for s in range(NUM_SCENES) if os.path.isdir(reader.camera_dir(s))]
+    return reader.present_scenes()
+
+
+def _scene_sources(reader: GraspSource, scene: int) -> Dict[str, List[int]]:
+    """(size, mtime) of the per-scene files (camera intrinsics and poses), by file name."""
+    return {os.path.basename(path): list(_fingerprint(path))
+            for path in reader.trajectory_files(scene)}
 
 
 def _rows(manifest: dict) -> List[Tuple[int, int]]:
@@ -258,10 +263,10 @@ def stale_reason(manifest: dict, fingerprints: np.ndarray, reader: GraspSource,
     if [int(s) for s in manifest['scenes']] != camera_scenes(reader):
         return f'the set of scenes with a {reader.camera}/ folder changed'
     for scene, sources in manifest['scene_sources'].items():
-        for name, fingerprint in sources.items():
-            path = os.path.join(reader.camera_dir(int(scene)), name)
-            if list(_fingerprint(path)) != fingerprint:
-                return f'source {path} changed since the store was built'
+        current = _scene_sources(reader, int(scene))
+        for name in sorted(set(current) | set(sources)):
+            if current.get(name) != sources.get(name):
+                return f'source {name} of scene {scene} changed since the store was built'
     rows = _rows(manifest)
     current = np.array([[_fingerprint(p) for p in _frame_sources(reader, *r)] for r in rows],
                        np.int64).reshape(fingerprints.shape)
@@ -307,7 +312,7 @@ def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float]) -> dict
     scenes = camera_scenes(reader)
     if not scenes:
         raise DatasetFileError(os.path.join(reader.root, 'scenes'),
-                               f'no scene_%04d/{reader.camera}/ folder')
+                               f'no scene with a {reader.camera} camera')
     per_frame: Dict[str, list] = {name: [] for name in (
         'num_points', 'num_graspness', 'graspness_rows', 'object_ids', 'poses', 'intrinsics',
         'camera_to_table', 'factor_depth', 'width', 'fingerprints')}
@@ -317,9 +322,7 @@ def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float]) -> dict
                   for name, dtype in (('depth', np.uint16), ('pixels', np.int32),
                                       ('seg', np.uint8), ('graspness', np.float32))}
         for i, scene in enumerate(scenes):
-            scene_sources[f'{scene:04d}'] = {
-                name: list(_fingerprint(os.path.join(reader.camera_dir(scene), name)))
-                for name in _TRAJECTORY_FILES}
+            scene_sources[f'{scene:04d}'] = _scene_sources(reader, scene)
             count = reader.num_frames(scene)
             manifest_scenes[f'{scene:04d}'] = [len(per_frame['width']), count]
             for frame in range(count):

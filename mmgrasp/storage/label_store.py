@@ -25,10 +25,11 @@ The store of a dataset root and tolerance folder lives in one cache folder (the 
 resolved paths) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
 beside the old one, which jobs still reading it keep. Every open checks the current version
 against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
-collision labels, frame 0's meta and object_id_list.txt of each scene. A stale or foreign store is
-rebuilt (``build=True``) or refused with a message that says how to rebuild it.
+collision labels and each scene's instance list (the reader's ``scene_source_files``:
+GraspNet-1Billion frame 0's meta and object_id_list.txt, GraspClutter6D scene_gt.json). A stale
+or foreign store is rebuilt (``build=True``) or refused with a message that says how to rebuild
+it.
 """
-import glob
 import hashlib
 import json
 import os
@@ -43,7 +44,7 @@ from . import view_summaries as summaries
 from .derived_assets import MANIFEST, VersionHold, open_or_build
 from .remote_source import RemoteReadError
 from .remote_store import RemoteStoreError, open_remote_store
-from .source import CAMERAS, DatasetFileError, GraspSource
+from .source import DatasetFileError, GraspSource
 
 FORMAT_VERSION = 2
 COLLISION_BITORDER = 'little'
@@ -174,9 +175,7 @@ def _source_files(reader: GraspSource, scenes: Iterable[int],
         if os.path.isfile(reader.tolerance_path(obj)):
             files.append(reader.tolerance_path(obj))
     for scene in scenes:
-        files.append(reader.collision_label_path(scene))
-        files.append(_first_meta(reader, scene))
-        files.append(os.path.join(reader.scene_dir(scene), 'object_id_list.txt'))
+        files.extend(reader.scene_source_files(scene))
     return files
 
 
@@ -185,24 +184,10 @@ def _fingerprint(path: str) -> List[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
-def _first_meta(reader: GraspSource, scene: int) -> str:
-    """Frame 0's meta of the first camera present: the collision arrays follow its cls_indexes."""
-    for camera in CAMERAS:
-        path = os.path.join(reader.scene_dir(scene), camera, 'meta', '0000.mat')
-        if os.path.isfile(path):
-            return path
-    raise DatasetFileError(os.path.join(reader.scene_dir(scene), '<camera>', 'meta', '0000.mat'),
-                           'file not found: the collision arrays of the scene need its cls_indexes')
-
-
-def _scenes_with_collision(root: str) -> List[int]:
-    found = sorted(glob.glob(os.path.join(root, 'collision_label', 'scene_*', 'collision_labels.npz')))
-    return [int(os.path.basename(os.path.dirname(p))[len('scene_'):]) for p in found]
-
-
-def stale_reason(manifest: dict, root: str, tolerance_dir: Optional[str] = None
-                 ) -> Optional[str]:
-    """Why a store may not be used for ``root`` and ``tolerance_dir`` (None when it may)."""
+def stale_reason(manifest: dict, reader: GraspSource) -> Optional[str]:
+    """Why a store may not be used for ``reader``'s root and tolerance folder (None when it
+    may)."""
+    root, tolerance_dir = reader.root, reader.tolerance_dir
     if manifest.get('format_version') != FORMAT_VERSION:
         return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
                 f'{FORMAT_VERSION}')
@@ -213,7 +198,7 @@ def stale_reason(manifest: dict, root: str, tolerance_dir: Optional[str] = None
         return (f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not '
                 f'{tolerance}')
     for key, entry in manifest['objects'].items():
-        path = os.path.join(tolerance, f'{key}_tolerance.npy')
+        path = reader.tolerance_path(int(key))
         if not entry['has_tolerance'] and os.path.exists(path):
             return f'tolerance file {path} appeared since the store was built'
     for rel, fingerprint in manifest['sources'].items():
@@ -222,7 +207,7 @@ def stale_reason(manifest: dict, root: str, tolerance_dir: Optional[str] = None
             return f'source {path} no longer exists'
         if _fingerprint(path) != fingerprint:
             return f'source {path} changed since the store was built (size or mtime differ)'
-    if set(manifest['scenes']) != {f'{s:04d}' for s in _scenes_with_collision(root)}:
+    if set(manifest['scenes']) != {f'{s:04d}' for s in reader.collision_scenes()}:
         return 'the set of scenes with collision labels changed'
     return None
 
@@ -257,9 +242,9 @@ def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.
 
 
 def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
-    metas = {scene: reader.load_meta_file(_first_meta(reader, scene)) for scene in scenes}
+    metas = {scene: reader.scene_meta(scene) for scene in scenes}
     for scene, meta in metas.items():  # frames read later are checked against the same list
-        reader.check_frame_objects(scene, meta.object_ids, _first_meta(reader, scene))
+        reader.check_frame_objects(scene, meta.object_ids, reader.scene_meta_path(scene))
     objects = sorted({int(o) for m in metas.values() for o in m.object_ids})
     grid = None
     manifest_objects, num_points, tables = {}, {}, {}
@@ -378,10 +363,10 @@ def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build
     store = store_path_for(root, cache_dir, tolerance_dir)
 
     def build_into(tmp: str) -> dict:
-        scenes = _scenes_with_collision(reader.root)
+        scenes = reader.collision_scenes()
         if not scenes:
             raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
-                                   'no scene_%04d/collision_labels.npz found')
+                                   'no collision label file found')
         return _build_into(tmp, reader, scenes)
 
     custom_tolerance = resolved_tolerance_dir(root, tolerance_dir) != resolved_tolerance_dir(root)
@@ -389,7 +374,7 @@ def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build
             f'{" --cache " + cache_dir if cache_dir else ""}'
             f'{" --tolerance-dir " + tolerance_dir if custom_tolerance else ""}`')
     return open_or_build(store, 'label store', LabelStoreError, _read_manifest,
-                         lambda manifest: stale_reason(manifest, root, tolerance_dir),
+                         lambda manifest: stale_reason(manifest, reader),
                          build_into, LabelStore, build=build, force=force, rebuild_hint=hint)
 
 

@@ -5,7 +5,7 @@ below datasets. A builder is handed a reader, and this module says what it must 
 (:class:`GraspSource`), together with the facts of the on-disk layout the stores rely on and the
 error for a bad source file, which the reader raises too.
 """
-from typing import Dict, Optional, Protocol, Sequence
+from typing import Dict, List, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -22,8 +22,8 @@ class DatasetFileError(ValueError):
 
 
 class GraspSource(Protocol):
-    """The paths and loaders of one GraspNet-1Billion root that building a store uses
-    (``mmgrasp.datasets.GraspNetReader`` implements it)."""
+    """The paths and loaders of one dataset root that building a store uses
+    (``mmgrasp.datasets.GraspNetReader`` and ``GraspClutter6DReader`` implement it)."""
 
     root: str
     camera: str
@@ -44,6 +44,20 @@ class GraspSource(Protocol):
 
     def graspness_path(self, scene: int, frame: int) -> str: ...
 
+    layout: str  # 'graspnet' or 'graspclutter6d'
+
+    def present_scenes(self) -> List[int]: ...
+
+    def collision_scenes(self) -> List[int]: ...
+
+    def scene_meta_path(self, scene: int) -> str: ...
+
+    def scene_meta(self, scene: int): ...
+
+    def scene_source_files(self, scene: int) -> List[str]: ...
+
+    def trajectory_files(self, scene: int) -> List[str]: ...
+
     def num_frames(self, scene: int) -> int: ...
 
     def check_frame_objects(self, scene: int, object_ids: Sequence[int],
@@ -52,8 +66,6 @@ class GraspSource(Protocol):
     def trajectory(self, scene: int): ...
 
     def load_meta(self, scene: int, frame: int): ...
-
-    def load_meta_file(self, path: str): ...
 
     def load_depth(self, scene: int, frame: int) -> np.ndarray: ...
 

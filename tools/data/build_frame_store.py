@@ -7,7 +7,7 @@ and the workspace box, outlier 0.02 m) and the default graspness folder; other s
 their own store on first use.
 
 Usage:
-    python tools/data/build_frame_store.py DATA_ROOT [--camera realsense kinect] [--cache DIR]
+    python tools/data/build_frame_store.py DATA_ROOT [--camera CAMERA ...] [--cache DIR]
         [--force]
 
 Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
@@ -25,14 +25,15 @@ import numpy as np
 
 from mmgrasp.storage.frame_store import (FrameStoreError, build_frame_store, camera_scenes,
                                           open_frame_store)
-from mmgrasp.datasets.graspnet_reader import CAMERAS, DatasetFileError, GraspNetReader
+from mmgrasp.datasets.graspnet_reader import DatasetFileError
+from mmgrasp.datasets.layouts import open_reader
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('root', metavar='DATA_ROOT', help='dataset root (holds scenes/)')
-    p.add_argument('--camera', nargs='+', choices=CAMERAS, default=None,
+    p.add_argument('--camera', nargs='+', default=None,
                    help='cameras to build (default: every camera with scenes)')
     p.add_argument('--cache', default=None, help='folder holding the stores '
                                                  '(default $MMGRASP_CACHE or ~/.cache/mmgrasp)')
@@ -65,7 +66,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(f'build_frame_store: error: dataset root {os.path.abspath(args.root)} is not a '
                  f'directory')
     try:
-        readers = [GraspNetReader(args.root, camera) for camera in args.camera or CAMERAS]
+        cameras = args.camera or open_reader(args.root).cameras
+        readers = [open_reader(args.root, camera) for camera in cameras]
         readers = [r for r in readers if args.camera or camera_scenes(r)]
         for reader in readers:
             t0 = time.perf_counter()

@@ -23,7 +23,8 @@ import sys
 import time
 from typing import List, Optional
 
-from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader
+from mmgrasp.datasets.graspnet_reader import DatasetFileError
+from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.storage.derived_assets import current_version
 from mmgrasp.storage.label_store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
@@ -81,7 +82,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     before = _manifest_stamp(current_version(path))
     t0 = time.perf_counter()
     try:
-        reader = GraspNetReader(args.root, tolerance_dir=args.tolerance_dir)
+        reader = open_reader(args.root, tolerance_dir=args.tolerance_dir)
         if args.force:
             store = build_label_store(reader, args.cache, force=True)
         else:

@@ -18,7 +18,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('data_root')
-    parser.add_argument('--camera', default='realsense', choices=['realsense', 'kinect'])
+    parser.add_argument('--camera', default='realsense',
+                        help="GraspNet-1Billion: realsense, kinect; GraspClutter6D: "
+                             "realsense-d415, realsense-d435, azure-kinect, zivid (or the aliases)")
     parser.add_argument('--scenes', type=int, nargs='+', default=None,
                         help='scene ids (default: every train scene on disk)')
     parser.add_argument('--cache', default=None, help='label store cache (default $MMGRASP_CACHE)')

@@ -12,7 +12,8 @@ from mmgrasp.storage.label_maps import open_maps
 from mmgrasp.storage.label_store import (LabelStore, open_label_store, open_remote_label_store,
                                          unpack_rows, zero_where)
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
-from ..graspnet_reader import DatasetFileError, GraspNetReader
+from ..graspnet_reader import DatasetFileError
+from ..layouts import open_reader
 
 GRID_STORAGES = ('dense', 'deferred')
 _stores: Dict[tuple, LabelStore] = {}
@@ -28,7 +29,7 @@ def label_store_for(data_root: str, cache_dir: Optional[str] = None,
         if store_url:
             _stores[key] = open_remote_label_store(store_url, cache_dir, remote)
         else:
-            reader = GraspNetReader(data_root, tolerance_dir=tolerance_dir)
+            reader = open_reader(data_root, tolerance_dir=tolerance_dir)
             _stores[key] = open_label_store(reader, cache_dir)
     return _stores[key]
 

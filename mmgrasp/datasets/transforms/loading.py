@@ -13,7 +13,8 @@ from mmcv.transforms import BaseTransform
 
 from mmgrasp.storage.frame_store import (FrameStore, aligned_graspness, box_mask, camera_scenes,
                                           open_frame_store, pixel_points, read_frame)
-from mmgrasp.datasets.graspnet_reader import CAMERAS, GraspNetReader
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.registry import TRANSFORMS
 
 SOURCES = ('files', 'frames')
@@ -135,7 +136,8 @@ class LoadGraspScene(BaseTransform):
         ``data_root`` when the caller does not say which one it reads."""
         if self.source != 'frames':
             return []
-        readers = [GraspNetReader(data_root, c) for c in ([camera] if camera else CAMERAS)]
+        cameras = [camera] if camera else open_reader(data_root).cameras
+        readers = [open_reader(data_root, c) for c in cameras]
         return [self.frame_store(r) for r in readers if camera or camera_scenes(r)]
 
     def transform(self, results: dict) -> dict:

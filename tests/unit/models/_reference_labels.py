@@ -5,7 +5,8 @@ and Scale-Balanced-Grasp (SBG), written from the published rules (shared/referen
 
 They read the raw dataset files with numpy and scipy only (``grasp_label/%03d_labels.npz``,
 ``collision_label/scene_%04d/collision_labels.npz``, ``tolerance/%03d_tolerance.npy``,
-``meta/%04d.mat``), never through mmgrasp's reader or label store. Which instance of the meta
+``meta/%04d.mat``; on a GraspClutter6D root ``obj_%06d`` names, ``collision_label/%06d.npz``
+and ``scene_gt.json``), never through mmgrasp's reader or label store. Which instance of the meta
 file a labelled object is comes from its pose (``meta['poses'][:, :, i]``); its collision mask is
 ``arr_i`` of that position i, as the reference loaders index it. Its label rows come from its
 label points (exact float32 matches in the npz points).
@@ -13,6 +14,7 @@ label points (exact float32 matches in the npz points).
 Comparisons of μ, widths and thresholds stay in float32 where the reference compares float32
 tensors with python constants (μ ≤ 0.6, width ≤ 0.1); everything else is float64.
 """
+import json
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -75,16 +77,23 @@ class RawDataset:
 
     def __init__(self, root: str, camera: str = 'realsense'):
         self.root, self.camera = root, camera
+        # GraspClutter6D (BOP-style, split_info/): files by obj_id = object id + 1, poses in
+        # scene_gt.json (mm) by image id 4·frame + 2 (the d435, which 'realsense' names)
+        self.gc6d = os.path.isdir(os.path.join(root, 'split_info'))
         self._labels: Dict[int, dict] = {}
         self._collision: Dict[int, List[np.ndarray]] = {}
 
+    def _object_file(self, folder: str, obj: int, suffix: str) -> str:
+        name = f'obj_{obj + 1:06d}' if self.gc6d else f'{obj:03d}'
+        return os.path.join(self.root, folder, f'{name}_{suffix}')
+
     def label(self, obj: int) -> dict:
         if obj not in self._labels:
-            with np.load(os.path.join(self.root, 'grasp_label', f'{obj:03d}_labels.npz')) as npz:
+            with np.load(self._object_file('grasp_label', obj, 'labels.npz')) as npz:
                 label = dict(points=npz['points'].astype(np.float32),
                              scores=npz['scores'].astype(np.float32),
                              widths=npz['offsets'][..., 2].astype(np.float32))
-            path = os.path.join(self.root, 'tolerance', f'{obj:03d}_tolerance.npy')
+            path = self._object_file('tolerance', obj, 'tolerance.npy')
             label['tolerance'] = np.load(path).astype(np.float32) if os.path.isfile(path) \
                 else None
             label['row_of'] = {p.tobytes(): r for r, p in enumerate(label['points'])}
@@ -93,14 +102,22 @@ class RawDataset:
 
     def collision(self, scene: int) -> List[np.ndarray]:
         if scene not in self._collision:
-            path = os.path.join(self.root, 'collision_label', f'scene_{scene:04d}',
-                                'collision_labels.npz')
+            path = (os.path.join(self.root, 'collision_label', f'{scene:06d}.npz') if self.gc6d
+                    else os.path.join(self.root, 'collision_label', f'scene_{scene:04d}',
+                                      'collision_labels.npz'))
             with np.load(path) as npz:
                 self._collision[scene] = [npz[f'arr_{i}'] for i in range(len(npz.files))]
         return self._collision[scene]
 
     def meta(self, scene: int, frame: int) -> Tuple[np.ndarray, np.ndarray]:
         """(N, 3, 4) float32 poses and (N,) 0-based object ids in cls_indexes order."""
+        if self.gc6d:
+            with open(os.path.join(self.root, 'scenes', f'{scene:06d}', 'scene_gt.json')) as f:
+                instances = json.load(f)[str(4 * frame + 2)]
+            poses = np.array([np.concatenate([np.reshape(i['cam_R_m2c'], (3, 3)),
+                                              np.reshape(i['cam_t_m2c'], (3, 1)) / 1000.0], 1)
+                              for i in instances], np.float32)
+            return poses, np.array([i['obj_id'] - 1 for i in instances], np.int64)
         path = os.path.join(self.root, 'scenes', f'scene_{scene:04d}', self.camera, 'meta',
                             f'{frame:04d}.mat')
         mat = scipy.io.loadmat(path)
