@@ -31,10 +31,12 @@ What counts (the same on both paths):
 - A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
   ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
   ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
-  sync op is not counted again. Syncs inside a kernel scope are still counted. Copies to the
-  host (``.cpu()``, ``.tolist()``, ``.numpy()``) are syncs on CUDA too, but on a CPU tensor
-  they record no op that tells them from a no-op, so the CPU count misses them; on CUDA the
-  profiler's own synchronising runtime calls are reported next to the count (``cuda_syncs``).
+  sync op is not counted again. Reads of a tensor's data by the host, ``.tolist()`` and
+  ``.numpy()``, count as one sync each: outside any op they record the pair ``resolve_conj``,
+  ``resolve_neg`` (a CPU tensor read on the CUDA path would be counted too, so the count errs
+  high). Syncs inside a kernel scope are still counted. A bare ``.cpu()`` records only a
+  ``to`` that a no-op records too, so the CPU count misses it; on CUDA the profiler's own
+  synchronising runtime calls are reported next to the count (``cuda_syncs``).
 
 On CUDA, ``cuda_path`` also reports the profiler's real figures: ``kernels`` (device kernels,
 memcpys and memsets), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
@@ -106,6 +108,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
     p.add_argument('--run-path', choices=PATHS, help=argparse.SUPPRESS)  # the child process
     p.add_argument('--result', help=argparse.SUPPRESS)
+    p.add_argument('--synthetic-statistic', action='store_true', help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -143,19 +146,35 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
         if _is_sync(event) and not in_sync:
             parts[part]['syncs'] += 1
             in_sync = True
-        below = sum(walk(child, part, in_scope, in_sync) for child in event.cpu_children)
+        children = sorted(event.cpu_children, key=lambda e: e.time_range.start)
+        if not event.name.startswith('aten::'):
+            parts[part]['syncs'] += host_reads(children)
+        below = sum(walk(child, part, in_scope, in_sync) for child in children)
         if (event.name.startswith('aten::') and not in_scope and below == 0
                 and event.name not in NO_LAUNCH):
             parts[part]['launches'] += 1
             return 1
         return below + charged
 
-    for event in events:
-        if event.cpu_parent is None and event.device_type.name == 'CPU':
-            start = event.time_range.start
-            part = next((name for name, lo, hi in stages or () if lo <= start <= hi), 'other')
-            walk(event, part, False, False)
+    def stage_of(event) -> str:
+        start = event.time_range.start
+        return next((name for name, lo, hi in stages or () if lo <= start <= hi), 'other')
+
+    roots = sorted((e for e in events if e.cpu_parent is None and e.device_type.name == 'CPU'),
+                   key=lambda e: (e.thread, e.time_range.start))
+    for a, b in zip(roots, roots[1:]):
+        if a.thread == b.thread and host_reads([a, b]):
+            parts[stage_of(a)]['syncs'] += 1
+    for event in roots:
+        walk(event, stage_of(event), False, False)
     return dict(parts)
+
+
+def host_reads(siblings: list) -> int:
+    """``.tolist()`` / ``.numpy()`` calls among time-ordered sibling events: each records the
+    pair ``resolve_conj``, ``resolve_neg`` outside any op."""
+    return sum(a.name == 'aten::resolve_conj' and b.name == 'aten::resolve_neg'
+               for a, b in zip(siblings, siblings[1:]))
 
 
 def cuda_figures(events) -> Dict[str, Dict[str, float]]:
@@ -235,9 +254,11 @@ def profile_path(args: argparse.Namespace) -> dict:
     loader_cfg = copy.deepcopy(cfg.train_dataloader)
     loader_cfg.update(num_workers=0, persistent_workers=False)
     seed = cfg.get('randomness', {}).get('seed', 0) or 0
-    batch = next(iter(Runner.build_dataloader(loader_cfg, seed=seed)))
+    loader = Runner.build_dataloader(loader_cfg, seed=seed)
+    batch = next(iter(loader))
     torch.manual_seed(seed)
     model = MODELS.build(cfg.model).to(device)
+    prepare_model(cfg, model, loader.dataset, args.synthetic_statistic)
     model.timer.synchronize = device.type == 'cuda'
     # the collision filter of predict works on the cloud the batch carries
     model.test_cfg['collision_cloud'] = 'input'
@@ -304,6 +325,21 @@ def profile_path(args: argparse.Namespace) -> dict:
     out['train']['seconds'] = seconds
     out['device'] = str(device)
     return out
+
+
+def prepare_model(cfg, model, dataset, synthetic: bool) -> None:
+    """Run the config's hooks that prepare the model before training (the scale statistic of
+    Scale-Balanced-Grasp); on the few frames of ``--synthetic`` an empty width bin is raised
+    to one count (the hook's ``min_count``)."""
+    from types import SimpleNamespace
+
+    from mmgrasp.registry import HOOKS
+    for hook_cfg in cfg.get('custom_hooks', []):
+        if hook_cfg['type'] == 'ScaleStatisticHook':
+            hook_cfg = dict(hook_cfg, **(dict(min_count=1) if synthetic else {}))
+            hook = HOOKS.build(hook_cfg)
+            hook.before_train(SimpleNamespace(
+                model=model, train_dataloader=SimpleNamespace(dataset=dataset)))
 
 
 def _in_stage(name: str, spans: List[tuple], fn, *args, **kwargs):
@@ -384,6 +420,8 @@ def main(argv=None) -> None:
             result = os.path.join(tmp, f'{path}.json')
             command = [sys.executable, os.path.abspath(__file__), args.config, '--run-path',
                        path, '--result', result]
+            if args.synthetic:
+                command.append('--synthetic-statistic')
             if options:
                 command += ['--cfg-options'] + [f'{k}={_option(v)}' for k, v in
                                                 options.items()]
