@@ -28,6 +28,11 @@ What counts (the same on both paths):
 - A region opened by ``kernel_scope(name, n)`` (``mmgrasp/models/utils/kernel_scope.py``) is
   charged ``n`` launches and the ops recorded inside it are ignored: that is how a CUDA-only
   kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted on the CPU.
+- A multi-tensor op (``_foreach_*``, ``_fused_*``: Adam with ``foreach`` or ``fused``) runs
+  on CUDA as ``multi_tensor_apply`` kernels, each over at most 36 tensors (its smallest limit,
+  at depth 4), and on the CPU as one op per tensor: it is charged ``ceil(tensors / 36)``
+  launches, ``tensors`` being the ops its CPU implementation records, and its inner ops
+  (their syncs too: the CPU implementation's reads of each step count) are ignored.
 - A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
   ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
   ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
@@ -83,6 +88,9 @@ CUDA_LAUNCH_CALLS = ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC'
                      'cudaLaunchCooperativeKernel')
 CUDA_SYNC_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize',
                    'cudaMemcpy', 'cudaStreamWaitEvent')
+#: Multi-tensor ops (foreach / fused optimizers): one CUDA launch per MULTI_TENSOR_LIMIT tensors.
+MULTI_TENSOR = ('aten::_foreach_', 'aten::_fused_')
+MULTI_TENSOR_LIMIT = 36
 STAGE_PREFIX = 'mmgrasp.stage::'
 PATHS = ('cuda_path', 'torch_reference')
 SYNTHETIC_ARGS = ('--scenes', '1', '--frames', '{frames}', '--objects', '10',
@@ -139,6 +147,10 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
     def walk(event, part: str, in_scope: bool, in_sync: bool) -> int:
         part = part_of(event.name, part)
         scope = parse_kernel_scope(event.name)
+        if scope is None and event.name.startswith(MULTI_TENSOR):
+            tensors = max(1, len(event.cpu_children))
+            scope = event.name, -(-tensors // MULTI_TENSOR_LIMIT)
+            in_sync = True  # the CPU implementation's per-tensor reads; none on CUDA
         charged = 0
         if scope is not None and not in_scope:
             parts[part]['launches'] += scope[1]

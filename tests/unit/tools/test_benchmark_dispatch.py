@@ -108,3 +108,17 @@ def test_summary_adds_the_parts():
     summary = dispatch.summarise(parts)
     assert summary['launches'] == sum(p['launches'] for p in parts.values())
     assert summary['syncs'] == 3 and set(summary['parts']) == {'head', 'losses'}
+
+
+def test_fused_adam_is_charged_its_multi_tensor_launches():
+    params = [torch.nn.Parameter(torch.randn(3)) for _ in range(40)]
+    for p in params:
+        p.grad = torch.ones(3)
+    fused = torch.optim.Adam(params, fused=True)
+    fused.step()
+    counts = _count(fused.step)['other']
+    # _foreach_add_ of the steps and _fused_adam_: ceil(40 / 36) launches each, no sync
+    assert counts == dict(launches=4, syncs=0)
+    plain = torch.optim.Adam(params, foreach=False)
+    plain.step()
+    assert _count(plain.step)['other']['launches'] > 40 * 4
