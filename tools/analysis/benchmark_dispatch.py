@@ -116,7 +116,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
     p.add_argument('--run-path', choices=PATHS, help=argparse.SUPPRESS)  # the child process
     p.add_argument('--result', help=argparse.SUPPRESS)
-    p.add_argument('--synthetic-statistic', action='store_true', help=argparse.SUPPRESS)
+    p.add_argument('--small-data', action='store_true', help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -270,7 +270,7 @@ def profile_path(args: argparse.Namespace) -> dict:
     batch = next(iter(loader))
     torch.manual_seed(seed)
     model = MODELS.build(cfg.model).to(device)
-    prepare_model(cfg, model, loader.dataset, args.synthetic_statistic)
+    prepare_model(cfg, model, loader.dataset, args.small_data)
     model.timer.synchronize = device.type == 'cuda'
     # the collision filter of predict works on the cloud the batch carries
     model.test_cfg['collision_cloud'] = 'input'
@@ -339,16 +339,16 @@ def profile_path(args: argparse.Namespace) -> dict:
     return out
 
 
-def prepare_model(cfg, model, dataset, synthetic: bool) -> None:
+def prepare_model(cfg, model, dataset, small_data: bool) -> None:
     """Run the config's hooks that prepare the model before training (the scale statistic of
-    Scale-Balanced-Grasp); on the few frames of ``--synthetic`` an empty width bin is raised
-    to one count (the hook's ``min_count``)."""
+    Scale-Balanced-Grasp). On a dataset given with ``--synthetic`` or ``--data-root``, a few
+    frames, an empty width bin is raised to one count (the hook's ``min_count``)."""
     from types import SimpleNamespace
 
     from mmgrasp.registry import HOOKS
     for hook_cfg in cfg.get('custom_hooks', []):
         if hook_cfg['type'] == 'ScaleStatisticHook':
-            hook_cfg = dict(hook_cfg, **(dict(min_count=1) if synthetic else {}))
+            hook_cfg = dict(hook_cfg, **(dict(min_count=1) if small_data else {}))
             hook = HOOKS.build(hook_cfg)
             hook.before_train(SimpleNamespace(
                 model=model, train_dataloader=SimpleNamespace(dataset=dataset)))
@@ -432,8 +432,8 @@ def main(argv=None) -> None:
             result = os.path.join(tmp, f'{path}.json')
             command = [sys.executable, os.path.abspath(__file__), args.config, '--run-path',
                        path, '--result', result]
-            if args.synthetic:
-                command.append('--synthetic-statistic')
+            if args.synthetic or args.data_root:
+                command.append('--small-data')
             if options:
                 command += ['--cfg-options'] + [f'{k}={_option(v)}' for k, v in
                                                 options.items()]
