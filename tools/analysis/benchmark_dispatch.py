@@ -14,10 +14,11 @@ optimizer) and ``other`` for forward ops outside every part.
 
 Two code paths, each in its own process (Triton's interpreter must be chosen before import):
 
-- ``cuda_path``: what a CUDA device runs. On the CPU the one-launch kernels run under
-  ``TRITON_INTERPRET=1`` with ``MMGRASP_POINT_OPS=triton`` (the point ops' switch to their
-  Triton kernels), and the sparse U-Net gets ``backend='spconv'`` where spconv imports.
-- ``torch_reference``: the CPU reference (``backend='torch'``, no Triton), on the CPU.
+- ``cuda_path``: what a CUDA device runs, on the CUDA device where there is one. On the CPU
+  the one-launch kernels run under ``TRITON_INTERPRET=1`` with ``MMGRASP_POINT_OPS=triton``
+  (the point ops' switch to their Triton kernels). The sparse U-Net runs its torch backend,
+  whose implicit GEMM is the CUDA path too.
+- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton), on the CPU.
 
 What counts (the same on both paths):
 
@@ -233,19 +234,6 @@ def stage(name: str, spans: List[tuple]) -> Iterator[None]:
     spans.append((name, start, time.perf_counter_ns() // 1000))
 
 
-def cuda_path_options(cfg) -> Dict[str, str]:
-    """Config changes that put a model on the CUDA path: spconv for the sparse U-Net."""
-    backbone = cfg.model.get('backbone', {})
-    if backbone.get('type') == 'SparseUNet14':
-        try:
-            import spconv.pytorch  # noqa: F401
-        except ImportError:
-            log('spconv is not installed: the sparse U-Net is counted on its torch backend')
-            return {}
-        return {'model.backbone.backend': 'spconv'}
-    return {}
-
-
 def profile_path(args: argparse.Namespace) -> dict:
     import torch
     from mmengine.config import Config
@@ -259,8 +247,6 @@ def profile_path(args: argparse.Namespace) -> dict:
     cfg = Config.fromfile(args.config)
     cfg.merge_from_dict(args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
-    if args.run_path == 'cuda_path':
-        cfg.merge_from_dict(cuda_path_options(cfg))
     device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
                           else 'cpu')
     loader_cfg = copy.deepcopy(cfg.train_dataloader)
