@@ -21,7 +21,9 @@ def test_device_check_cpu_smoke_run(tmp_path):
     assert text.startswith('# Device check (CPU smoke run, small sizes)')
     for section in ('## CUDA tests (pytest -m cuda)', '## Demo trainings with --amp',
                     '## Furthest-point sampling alone',
-                    '## benchmark_loader.py, GSNet, dense against deferred', '## Verdict'):
+                    '## benchmark_loader.py, GSNet, dense against deferred',
+                    '## benchmark_dispatch.py: kernel launches and host syncs per part',
+                    '## Verdict'):
         assert section in text, section
     cuda = text.split('## CUDA tests')[1].split('\n## ')[0]
     count = int(cuda.split('tests:')[0].split()[-1])
@@ -32,7 +34,11 @@ def test_device_check_cpu_smoke_run(tmp_path):
     assert len(amp) == 3 and all('CPUAmpOptimWrapper' in r and r.endswith('| yes |')
                                  for r in amp)
     assert '| iteration (ms) |' in text and '|   backbone (ms) |' in text
-    assert text.count('**passed**') == 4 and 'every step passed' in text
+    dispatch = [line for line in text.split('## benchmark_dispatch.py')[1].splitlines()
+                if line.startswith('| gsnet_demo |')]
+    assert [r.split(' | ')[1] for r in dispatch] == ['cuda_path (cpu)', 'torch_reference (cpu)']
+    assert '| backbone |' in text and '| optimizer |' in text
+    assert text.count('**passed**') == 5 and 'every step passed' in text
     assert not [p for p in os.listdir(tmp_path) if p.startswith('mmgrasp_device_check')]
 
 

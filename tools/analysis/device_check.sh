@@ -16,7 +16,11 @@
 #   4. furthest-point sampling alone at paper size (B=4, 20 000 points, 1 024 samples);
 #   5. tools/analysis/benchmark_loader.py for GSNet, dense against deferred, on a synthetic
 #      paper-size dataset (real 300x12x4 grid, 1280x720, 2 000 label points per object)
-#      written on the machine: the per-part table of an iteration.
+#      written on the machine: the per-part table of an iteration;
+#   6. tools/analysis/benchmark_dispatch.py for the three recipes (the GSNet demo config in
+#      the smoke run) on the demo dataset: kernel launches and host syncs per part on the CUDA
+#      path and the torch reference, and on a GPU the profiler's real CUDA kernel count and
+#      per-part times.
 #
 # Without CUDA (or with --cpu-smoke, or MMGRASP_DEVICE_CHECK=cpu-smoke) the same steps run at
 # small sizes and the CUDA tests are expected to skip: tests/integration/test_device_check.py
@@ -227,6 +231,42 @@ else
     fenced "$WORK/paper_data.log"
 fi
 verdict 'loader benchmark' "$status"
+
+# ------------------------------------------------------ 6. kernel launches and host syncs
+section 'benchmark_dispatch.py: kernel launches and host syncs per part'
+echo '| config | path | train launches / syncs | inference launches / syncs | CUDA kernels (train) | iteration (s) |' >> "$RESULTS"
+echo '|---|---|---|---|---|---|' >> "$RESULTS"
+dispatch_status=0
+if [ -n "$SMOKE" ]; then
+    DISPATCH=(gsnet_demo)
+    DISPATCH_OPTIONS=(train_dataloader.dataset.pipeline.0.num_points=$POINTS)
+else
+    DISPATCH=(gsnet_deferred graspnet_baseline_deferred scale_balanced_deferred)
+    DISPATCH_OPTIONS=()
+fi
+for config in "${DISPATCH[@]}"; do
+    timeout 300 "$PY" tools/analysis/benchmark_dispatch.py "configs/$config.py" \
+        --data-root "$WORK/demo" --json "$WORK/dispatch_$config.json" \
+        ${DISPATCH_OPTIONS[@]+--cfg-options "${DISPATCH_OPTIONS[@]}"} \
+        > "$WORK/dispatch_$config.out" 2> "$WORK/dispatch_$config.log"
+    run=$?
+    "$PY" - "$WORK/dispatch_$config.json" "$config" "$run" >> "$RESULTS" <<'EOF' || { dispatch_status=1; fenced "$WORK/dispatch_$config.log" 30; }
+import json, sys
+path, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if run != 0:
+    sys.exit(1)
+for name, result in json.load(open(path)).items():
+    train, infer = result['train'], result['inference']
+    print(f"| {config} | {name} ({result['device']}) | {train['launches']} / {train['syncs']} | "
+          f"{infer['launches']} / {infer['syncs']} | {train.get('kernels', '-')} | "
+          f"{train['seconds']:.3g} |")
+EOF
+    if [ "$run" -eq 0 ]; then
+        { echo; echo "\`$config\` (launches / syncs):"; echo
+          sed -n '/^| part/,/total/p' "$WORK/dispatch_$config.out"; } >> "$RESULTS"
+    fi
+done
+verdict 'launch counter' "$dispatch_status"
 
 # ---------------------------------------------------------------------------------- verdict
 section 'Verdict'

@@ -111,6 +111,6 @@ class SparseUNet14(BaseModule):
         batch, num, _ = points.shape
         if feats is None:
             feats = points.new_ones(batch, num, self.in_channels)
-        x, point_to_voxel = voxelize(points, self.voxel_size, feats)
+        x, point_to_voxel = voxelize(points, self.voxel_size, feats, levels=len(self.down))
         voxel_feats = self.forward_sparse(x).feats.index_select(0, point_to_voxel)
         return voxel_feats.view(batch, num, -1).transpose(1, 2).contiguous()

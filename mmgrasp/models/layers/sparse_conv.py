@@ -14,12 +14,21 @@ it, as in MinkowskiEngine's downsampling. Maps are cached in ``SparseTensor.cach
 by every tensor derived from one :func:`voxelize` call, so a U-Net builds each map once per
 forward.
 
-Determinism. Each offset is accumulated by one ``index_add_``. Within one offset, every output
-row and every input row occurs at most once, so no address receives two additions, and the
-offsets run in a fixed order. Results are bit-reproducible on the CPU (tested). On CUDA,
-``index_add_`` uses atomics, but here they never collide, so the same holds by construction (not
-verified on a GPU). The exception is ``voxelize(reduce='mean')`` on CUDA, where many points share
-a voxel: it is deterministic there only under ``torch.use_deterministic_algorithms(True)``.
+Implicit GEMM. A kernel map is an (N_out, K) neighbour table: per output row, the input row it
+meets through each of the K = k³ offsets, or a zero row. A convolution is one gather of the
+(N_out, K * C_in) neighbourhood matrix and one matmul with the (K * C_in, C_out) weight, a
+fixed number of kernel launches whatever the kernel size (the layout spconv's implicit GEMM
+and MinkowskiEngine use too). Absent neighbours cost arithmetic on zeros, not launches.
+
+Determinism. No step adds into shared addresses: the forward and both backward products are
+matmuls, and the input gradient gathers through the inverse table (a scatter whose writes
+never collide). Results are bit-reproducible on the CPU (tested) and, by construction, on
+CUDA. The exception is ``voxelize(reduce='mean')`` on CUDA, where many points share a voxel:
+it is deterministic there only under ``torch.use_deterministic_algorithms(True)``.
+
+Host syncs. Only the coordinate sets have sizes the host must know: :func:`voxelize` with
+``levels`` finds a cloud's voxels and its coarser sets in one ``unique`` (two host syncs in
+all); kernel maps are built on the device.
 """
 import math
 from dataclasses import dataclass, field
@@ -38,12 +47,20 @@ MAX_ABS_COORD = _FIELD_OFFSET - _MAX_OFFSET - 1  # 131008 cells: 655 m at 5 mm
 MAX_BATCH = 1 << (63 - 3 * _BITS)
 
 
+_FIELD_WEIGHTS = (1 << (3 * _BITS), 1 << (2 * _BITS), 1 << _BITS, 1)
+_FIELD_BIAS = _FIELD_OFFSET * (_FIELD_WEIGHTS[1] + _FIELD_WEIGHTS[2] + 1)
+_WEIGHTS_ON: dict = {}  # device -> the (4,) int64 field weights there
+
+
 def hash_coords(coords: Tensor) -> Tensor:
-    """(…, 4) int64 (batch, x, y, z) -> (…,) int64 keys; key order is row lexicographic order."""
-    key = coords[..., 0] << (3 * _BITS)
-    for axis in range(1, 4):
-        key = key | ((coords[..., axis] + _FIELD_OFFSET) << (_BITS * (3 - axis)))
-    return key
+    """(…, 4) int64 (batch, x, y, z) -> (…,) int64 keys; key order is row lexicographic order.
+
+    The key is ``batch << 54 | (x + 2^17) << 36 | (y + 2^17) << 18 | (z + 2^17)``. The fields
+    do not overlap, so the ors are sums: one weighted sum (three launches, not ten)."""
+    weights = _WEIGHTS_ON.get(coords.device)
+    if weights is None:
+        weights = _WEIGHTS_ON[coords.device] = torch.tensor(_FIELD_WEIGHTS, device=coords.device)
+    return (coords * weights).sum(-1) + _FIELD_BIAS
 
 
 def unhash_coords(keys: Tensor) -> Tensor:
@@ -88,7 +105,8 @@ def sparse_cat(*tensors: SparseTensor) -> SparseTensor:
 
 
 def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
-             feats: Union[Tensor, Sequence[Tensor], None] = None, reduce: str = 'mean') -> tuple:
+             feats: Union[Tensor, Sequence[Tensor], None] = None, reduce: str = 'mean',
+             levels: int = 0) -> tuple:
     """Quantise point clouds into a stride-1 :class:`SparseTensor`.
 
     Args:
@@ -97,6 +115,8 @@ def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
         feats: matching (B, N, C) tensor or list of (N_i, C); None gives one channel of ones.
         reduce: 'mean' averages the features of the points in a voxel; 'first' takes the
             lowest-index point's (deterministic on CUDA too, see the module docstring).
+        levels: also find the coordinate sets of strides 2, 4, ..., 2**levels (what a U-Net's
+            stride-2 convolutions output) and cache them, in the same ``unique``.
 
     Returns:
         (SparseTensor, point_to_voxel): point_to_voxel (sum N_i,) int64 maps every point, in
@@ -106,32 +126,56 @@ def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
     Cells are ``floor(xyz / voxel_size)``. GSNet passes ``xyz / voxel_size`` to
     ``ME.utils.sparse_collate``, which may truncate instead. Truncation would merge the cells
     on either side of 0 into one double-width cell. Floor keeps the grid uniform.
+
+    Two host syncs whatever ``levels``: the ``unique``, and one read of the set sizes and the
+    largest coordinate. Level l's cells go into the same ``unique`` with batch index
+    ``l * B + b``; the batch field is the keys' top bits, so each level is one run of the
+    sorted keys and level 0's run, and its inverse, are exactly those of level 0 alone.
     """
     points = list(points)
     feats = [p.new_ones(len(p), 1) for p in points] if feats is None else list(feats)
-    if len(points) > MAX_BATCH:
-        raise ValueError(f'at most {MAX_BATCH} samples per batch')
+    batch_size = len(points)
+    if batch_size * (levels + 1) > MAX_BATCH:
+        raise ValueError(f'at most {MAX_BATCH // (levels + 1)} samples per batch with '
+                         f'levels={levels}')
     xyz = torch.cat(points, dim=0)
     batch = torch.cat([torch.full((len(p),), i, dtype=torch.long, device=xyz.device)
                        for i, p in enumerate(points)])
     cells = torch.floor(xyz.detach() / voxel_size).long()
-    if cells.numel() and int(cells.abs().max()) > MAX_ABS_COORD:
+    rows = [torch.cat([batch[:, None], cells], dim=1)]
+    for level in range(1, levels + 1):
+        rows.append(torch.cat([batch[:, None] + level * batch_size, cells >> level], dim=1))
+    keys, inverse = torch.unique(hash_coords(torch.cat(rows)), sorted=True,
+                                 return_inverse=True)
+    starts = torch.arange(1, levels + 1, device=keys.device) * batch_size << (3 * _BITS)
+    largest = cells.abs().amax() if cells.numel() else cells.new_zeros(())
+    *bounds, largest = torch.cat([torch.searchsorted(keys, starts), largest[None]]).tolist()
+    bounds = [0] + bounds + [len(keys)]
+    if largest > MAX_ABS_COORD:
         raise ValueError(f'points beyond {MAX_ABS_COORD} voxels from the origin')
-    keys, point_to_voxel = torch.unique(hash_coords(torch.cat([batch[:, None], cells], dim=1)),
-                                        sorted=True, return_inverse=True)
+    coords = unhash_coords(keys)
+    coords[:, 0] %= max(batch_size, 1)
+    sets = [(coords[lo:hi], keys[lo:hi] - ((level * batch_size) << (3 * _BITS)))
+            for level, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    point_to_voxel = inverse[:len(xyz)]
+    n_voxels = bounds[1]
     point_feats = torch.cat(feats, dim=0)
     if reduce == 'mean':
-        count = torch.bincount(point_to_voxel, minlength=len(keys)).to(point_feats.dtype)
-        summed = point_feats.new_zeros(len(keys), point_feats.shape[1])
+        count = point_feats.new_zeros(n_voxels).index_add_(
+            0, point_to_voxel, point_feats.new_ones(len(xyz)))
+        summed = point_feats.new_zeros(n_voxels, point_feats.shape[1])
         voxel_feats = summed.index_add_(0, point_to_voxel, point_feats) / count[:, None]
     elif reduce == 'first':
         order = torch.arange(len(xyz), device=xyz.device)
-        first = torch.full((len(keys),), len(xyz), dtype=torch.long, device=xyz.device)
+        first = torch.full((n_voxels,), len(xyz), dtype=torch.long, device=xyz.device)
         first.scatter_reduce_(0, point_to_voxel, order, reduce='amin')
         voxel_feats = point_feats[first]
     else:
         raise ValueError(f"reduce must be 'mean' or 'first', got {reduce!r}")
-    return SparseTensor(unhash_coords(keys), voxel_feats, 1, keys), point_to_voxel
+    out = SparseTensor(sets[0][0], voxel_feats, 1, sets[0][1])
+    for (fine, _), (coarse, coarse_keys) in zip(sets, sets[1:]):
+        out.cache[('down', id(fine), 2)] = (fine, coarse, coarse_keys)
+    return out, point_to_voxel
 
 
 def kernel_offsets(kernel_size: int, dilation: int = 1, device=None) -> Tensor:
@@ -140,11 +184,23 @@ def kernel_offsets(kernel_size: int, dilation: int = 1, device=None) -> Tensor:
     return torch.cartesian_prod(axis, axis, axis) * dilation
 
 
-def _kernel_map(in_keys: Tensor, out_coords: Tensor, offsets: Tensor, stride: int,
-                transposed: bool) -> list:
-    """[(offset index, input rows, output rows)] for the offsets with at least one pair."""
-    if len(in_keys) == 0 or len(out_coords) == 0:
-        return []
+_OFFSETS: dict = {}  # (kernel_size, dilation, device) -> kernel_offsets, built once
+
+
+def _cached_offsets(kernel_size: int, dilation: int, device) -> Tensor:
+    key = (kernel_size, dilation, device)
+    if key not in _OFFSETS:
+        _OFFSETS[key] = kernel_offsets(kernel_size, dilation, device)
+    return _OFFSETS[key]
+
+
+def _neighbour_table(in_keys: Tensor, out_coords: Tensor, offsets: Tensor, stride: int,
+                     transposed: bool) -> Tensor:
+    """(N_out, K) int64: the input row that output row q meets through offset k, or N_in (a
+    zero row) where there is none. Built on the device, without a host sync."""
+    n_in = len(in_keys)
+    if n_in == 0:
+        return out_coords.new_zeros(len(out_coords), len(offsets))
     batch, cell = out_coords[:, :1], out_coords[:, 1:]
     if transposed:
         diff = cell[None] - offsets[:, None]
@@ -158,25 +214,48 @@ def _kernel_map(in_keys: Tensor, out_coords: Tensor, offsets: Tensor, stride: in
         base = hash_coords(torch.cat([batch, cell * stride], dim=1))
         delta = (offsets[:, 0] << (2 * _BITS)) + (offsets[:, 1] << _BITS) + offsets[:, 2]
         query = base[None] + delta[:, None]
-    pos = torch.searchsorted(in_keys, query).clamp_(max=len(in_keys) - 1)
+    pos = torch.searchsorted(in_keys, query).clamp_(max=n_in - 1)
     hit = in_keys[pos] == query
     if valid is not None:
         hit &= valid
-    k_idx, out_idx = hit.nonzero(as_tuple=True)  # row-major: grouped by offset
-    in_idx = pos[k_idx, out_idx]
-    counts = torch.bincount(k_idx, minlength=len(offsets)).tolist()
-    pairs = zip(torch.split(in_idx, counts), torch.split(out_idx, counts))
-    return [(k, i, o) for k, (i, o) in enumerate(pairs) if counts[k]]
+    return torch.where(hit, pos, n_in).T.contiguous()
+
+
+def _inverse_table(table: Tensor, n_in: int) -> Tensor:
+    """(N_in, K): the output row that input row p feeds through offset k, or N_out.
+
+    Through one offset an input row feeds at most one output row, so every entry but the
+    dropped "none" row N_in is written exactly once: a deterministic scatter, no atomics."""
+    n_out, volume = table.shape
+    inverse = table.new_full((n_in + 1, volume), n_out)
+    rows = torch.arange(n_out, device=table.device)[:, None].expand(-1, volume)
+    return inverse.scatter_(0, table, rows)[:n_in]
 
 
 def _downsampled(x: SparseTensor, stride: int) -> tuple:
-    """Coordinates and keys of ``unique(floor(coords / stride))``, shared per input set."""
+    """Coordinates and keys of ``unique(floor(coords / stride))``, shared per input set
+    (:func:`voxelize` with ``levels`` computes them all at once, see there)."""
     key = ('down', id(x.coords), stride)
     if key not in x.cache:
         cells = torch.cat([x.coords[:, :1], x.coords[:, 1:].div(stride, rounding_mode='floor')], 1)
         keys = torch.unique(hash_coords(cells), sorted=True)
         x.cache[key] = (x.coords, unhash_coords(keys), keys)
     return x.cache[key][1:]
+
+
+class _KernelMap:
+    """The neighbour table of one (input set, output set, kernel) and, built by the first
+    backward that needs it, its inverse; shared by every layer with that map."""
+
+    def __init__(self, table: Tensor, n_in: int) -> None:
+        self.table, self.n_in = table, n_in
+        self._inverse: Optional[Tensor] = None
+
+    @property
+    def inverse(self) -> Tensor:
+        if self._inverse is None:
+            self._inverse = _inverse_table(self.table, self.n_in)
+        return self._inverse
 
 
 class _SparseConvBase(nn.Module):
@@ -194,75 +273,73 @@ class _SparseConvBase(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         # MinkowskiEngine's kaiming_normal_(mode='fan_out', relu): fan_out = volume * C_out.
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (volume * out_channels)))
-        # A stride-1 convolution's zero offset pairs every row with itself: one plain matmul.
-        self._centre = int((kernel_offsets(kernel_size) == 0).all(1).nonzero()) \
-            if stride == 1 and not self.transposed else None
+        # A stride-1 1³ convolution pairs every row with itself: one plain matmul.
+        self._pointwise = volume == 1 and stride == 1
 
     def extra_repr(self) -> str:
         return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, '
                 f'stride={self.stride}, dilation={self.dilation}, bias={self.bias is not None}')
 
-    def _maps(self, x: SparseTensor, out: SparseTensor) -> list:
+    def _map(self, x: SparseTensor, out: SparseTensor) -> _KernelMap:
         key = ('map', id(x.coords), id(out.coords), self.kernel_size, self.stride,
                self.dilation, self.transposed)
         if key not in x.cache:
-            offsets = kernel_offsets(self.kernel_size, self.dilation, x.coords.device)
-            maps = _kernel_map(x.keys, out.coords, offsets, self.stride, self.transposed)
-            maps = [m for m in maps if m[0] != self._centre]
+            offsets = _cached_offsets(self.kernel_size, self.dilation, x.coords.device)
+            table = _neighbour_table(x.keys, out.coords, offsets, self.stride, self.transposed)
             # The coordinate tensors ride along so their ids stay unique while the cache lives.
-            x.cache[key] = (x.coords, out.coords, maps)
+            x.cache[key] = (x.coords, out.coords, _KernelMap(table, len(x.coords)))
         return x.cache[key][2]
 
     def _convolve(self, x: SparseTensor, out: SparseTensor) -> Tensor:
-        result = _SparseConvFunction.apply(x.feats, self.weight, self._maps(x, out),
-                                           len(out.coords), self._centre)
+        if self._pointwise:
+            with torch.autocast(x.feats.device.type, enabled=False):
+                result = x.feats @ self.weight[0].to(x.feats.dtype)
+        else:
+            result = _SparseConvFunction.apply(x.feats, self.weight, self._map(x, out))
         return result if self.bias is None else result + self.bias
 
 
-class _SparseConvFunction(torch.autograd.Function):
-    """Gather, matmul, and ``index_add_`` per offset, with a hand-written backward.
+def _gather(feats: Tensor, table: Tensor) -> Tensor:
+    """(N, K * C): row q holds ``feats[table[q, k]]`` for every k, zeros where the table
+    says "none" (index ``len(feats)``)."""
+    padded = F.pad(feats, (0, 0, 0, 1))
+    return padded.index_select(0, table.view(-1)).view(len(table), -1)
 
-    The backward re-gathers from the saved input features, so autograd keeps no per-offset
-    gathered copies. It also accumulates into one gradient buffer, not one zero-filled buffer
-    per offset. Autocast is switched off inside and the maths runs in the features' dtype, like
-    MinkowskiEngine, which has no half-precision path. Under AMP the U-Net therefore stays
-    float32 (its BatchNorms emit float32), and every ``index_add_`` sees one dtype.
+
+class _SparseConvFunction(torch.autograd.Function):
+    """Implicit GEMM: one gather of every output row's neighbours, one matmul with the
+    (K * C_in, C_out) weight, and a hand-written backward of the same shape.
+
+    Backward: the input gradient gathers the output gradient through the inverse table and
+    multiplies by the transposed weight, so every input row's sum is one matmul row: no
+    scatter, no atomics, deterministic on any device. The weight gradient is one matmul of the
+    re-gathered input (autograd keeps no (N, K * C) copy). Autocast is switched off inside and
+    the maths runs in the features' dtype, like MinkowskiEngine, which has no half-precision
+    path; under AMP the U-Net therefore stays float32 (its BatchNorms emit float32).
     """
 
     @staticmethod
-    def forward(ctx, feats: Tensor, weight: Tensor, maps: list, n_out: int,
-                centre: Optional[int]) -> Tensor:
+    def forward(ctx, feats: Tensor, weight: Tensor, kernel_map: _KernelMap) -> Tensor:
         ctx.save_for_backward(feats, weight)
-        ctx.maps, ctx.centre = maps, centre
+        ctx.kernel_map = kernel_map
         with torch.autocast(feats.device.type, enabled=False):
             weight = weight.to(feats.dtype)
-            out = feats @ weight[centre] if centre is not None else \
-                feats.new_zeros(n_out, weight.shape[2])
-            for k, in_idx, out_idx in maps:
-                out.index_add_(0, out_idx, feats.index_select(0, in_idx) @ weight[k])
-        return out
+            return _gather(feats, kernel_map.table) @ weight.reshape(-1, weight.shape[2])
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor) -> tuple:
         feats, weight = ctx.saved_tensors
-        centre, grad_feats, grad_weight = ctx.centre, None, None
+        kernel_map, grad_feats, grad_weight = ctx.kernel_map, None, None
         grad_out = grad_out.to(feats.dtype)
         cast = weight.to(feats.dtype)
         if ctx.needs_input_grad[0]:
-            grad_feats = grad_out @ cast[centre].T if centre is not None else \
-                torch.zeros_like(feats)
-            for k, in_idx, out_idx in ctx.maps:
-                grad_feats.index_add_(0, in_idx, grad_out.index_select(0, out_idx) @ cast[k].T)
+            grad_feats = _gather(grad_out, kernel_map.inverse) @ \
+                cast.transpose(1, 2).reshape(-1, cast.shape[1])
         if ctx.needs_input_grad[1]:
-            grad_weight = torch.zeros_like(cast)
-            if centre is not None:
-                torch.mm(feats.T, grad_out, out=grad_weight[centre])
-            for k, in_idx, out_idx in ctx.maps:
-                torch.mm(feats.index_select(0, in_idx).T, grad_out.index_select(0, out_idx),
-                         out=grad_weight[k])
+            grad_weight = (_gather(feats, kernel_map.table).T @ grad_out).view_as(cast)
             grad_weight = grad_weight.to(weight.dtype)
-        return grad_feats, grad_weight, None, None, None
+        return grad_feats, grad_weight, None
 
 
 class SparseConv3d(_SparseConvBase):

@@ -5,14 +5,19 @@ from contextlib import contextmanager
 from typing import Dict, Iterator
 
 import torch
+from torch.profiler import record_function
 
+#: Prefix of the profiler range each part opens (``mmgrasp.part::NAME``): the launch counter
+#: (``tools/analysis/benchmark_dispatch.py``) charges the ops recorded inside it to the part.
+PART_PREFIX = 'mmgrasp.part::'
 
 class PartTimer:
     """Accumulates seconds per part name until :meth:`pop`.
 
     With ``synchronize=True`` (what the benchmark sets) the CUDA device is synchronised around
     each part, so asynchronous kernels are charged to the part that launched them; training
-    leaves it off and pays nothing but two clock reads per part.
+    leaves it off and pays nothing but two clock reads per part. Each part is also a
+    ``torch.profiler`` range named ``PART_PREFIX + name`` (free while no profiler runs).
     """
 
     def __init__(self, synchronize: bool = False):
@@ -28,7 +33,8 @@ class PartTimer:
         self._sync()
         start = time.perf_counter()
         try:
-            yield
+            with record_function(PART_PREFIX + name):
+                yield
         finally:
             self._sync()
             self._seconds[name] += time.perf_counter() - start

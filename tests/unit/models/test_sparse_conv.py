@@ -139,3 +139,26 @@ def test_voxelize_inverse_mapping_and_reductions():
     assert torch.equal(stacked.feats, torch.ones(len(stacked.coords), 1))
     with pytest.raises(ValueError):
         voxelize(torch.full((1, 2, 3), 1e4), 0.005)
+
+
+def test_voxelize_levels_give_the_coarse_sets_of_strided_convolutions():
+    """The coordinate pyramid found in voxelize's one unique equals unique(floor(coords / 2))
+    level by level, and level 0 (coordinates, keys, inverse, features) is untouched by it."""
+    gen = torch.Generator().manual_seed(3)
+    points = [torch.rand(400, 3, generator=gen) * 0.2 - 0.1, torch.rand(300, 3, generator=gen)
+              * 0.1]
+    plain, p2v = voxelize(points, 0.01)
+    x, p2v_levels = voxelize(points, 0.01, levels=3)
+    assert ('down', id(x.coords), 2) in x.cache and ('down', id(plain.coords), 2) not in x.cache
+    for a, b in ((plain.coords, x.coords), (plain.keys, x.keys), (p2v, p2v_levels),
+                 (plain.feats, x.feats)):
+        assert torch.equal(a, b)
+    down = SparseConv3d(1, 1, 2, stride=2)
+    fine, reference = x, plain
+    for _ in range(3):
+        fine, reference = down(fine), down(reference)
+        assert torch.equal(fine.coords, reference.coords)
+        assert torch.equal(fine.keys, reference.keys)
+        assert torch.equal(fine.coords[:, 0].unique(), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match='samples per batch'):
+        voxelize([points[0]] * 200, 0.01, levels=3)

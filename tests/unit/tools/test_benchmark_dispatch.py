@@ -1,0 +1,124 @@
+"""The launch counter of tools/analysis/benchmark_dispatch.py: a known number of ops added to a
+part changes that part's counts by exactly that number, kernel scopes charge what they say,
+and the sparse U-Net's counts are those of its design (two host syncs, launches independent of
+the kernel volume)."""
+import importlib.util
+import os
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from mmgrasp.models.backbones.sparse_unet import SparseUNet14
+from mmgrasp.models.layers import SparseConv3d, voxelize
+from mmgrasp.models.utils import PartTimer
+from mmgrasp.models.utils.kernel_scope import kernel_scope
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+_spec = importlib.util.spec_from_file_location(
+    'benchmark_dispatch', os.path.join(REPO, 'tools', 'analysis', 'benchmark_dispatch.py'))
+dispatch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dispatch)
+
+
+def _cloud(batch: int = 2, n: int = 1500) -> torch.Tensor:
+    """A tilted plane patch, 0.3 m wide, with noise: a surface, as a camera sees it."""
+    gen = torch.Generator().manual_seed(0)
+    uv = torch.rand(batch, n, 2, generator=gen) * 0.3
+    return torch.cat([uv, 0.3 * uv[..., :1] + 0.01 * torch.rand(batch, n, 1, generator=gen)], -1)
+
+
+def _count(fn):
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    return dispatch.count_events(prof.events())
+
+
+def _head(extra_adds: int = 0, extra_syncs: int = 0):
+    timer, x = PartTimer(), torch.arange(12.0)
+
+    def run():
+        with timer('head'):
+            y = x.view(3, 4).t().contiguous()  # one copy; the views launch nothing
+            for _ in range(extra_adds):
+                y = y + 1
+            if extra_syncs:
+                (y > 3).nonzero()
+                y.sum().item()
+                y.tolist()
+        with timer('losses'):
+            y.mul_(2)
+    return run
+
+
+def test_ops_added_to_a_part_change_its_counts_by_that_many():
+    base = _count(_head())
+    assert base['head'] == dict(launches=1, syncs=0) and base['losses'] == dict(launches=1,
+                                                                                syncs=0)
+    more = _count(_head(extra_adds=5))
+    assert more['head']['launches'] == base['head']['launches'] + 5
+    assert more['losses'] == base['losses']
+    synced = _count(_head(extra_syncs=1))
+    # nonzero, item and tolist: three syncs; nonzero, (y > 3) and sum: three launches
+    assert synced['head'] == dict(launches=base['head']['launches'] + 3, syncs=3)
+
+
+def test_repeat_interleave_is_a_sync_only_without_output_size():
+    repeats = torch.tensor([1, 2, 3])
+    values = torch.arange(3.0)
+    assert _count(lambda: values.repeat_interleave(repeats))['other']['syncs'] == 1
+    assert _count(lambda: values.repeat_interleave(repeats, output_size=6))['other'][
+        'syncs'] == 0
+
+
+def test_kernel_scope_charges_its_launches_and_keeps_its_syncs():
+    def run():
+        with PartTimer()('seed_selection'):
+            with kernel_scope('fps', 2):
+                x = torch.zeros(8)
+                for _ in range(10):
+                    x = x + 1
+                x.sum().item()
+
+    assert _count(run)['seed_selection'] == dict(launches=2, syncs=1)
+
+
+def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
+    x, _ = voxelize(_cloud(), 0.01, levels=0)
+    x = x.replace(torch.randn(len(x.coords), 4))
+    launches = {}
+    for k in (3, 5):
+        conv = SparseConv3d(4, 4, k)
+        conv(x)  # the kernel map is built once, outside the count
+        launches[k] = _count(lambda: conv(x).feats.sum().backward())['other']
+    assert launches[3] == launches[5] and launches[3]['syncs'] == 0
+    assert launches[3]['launches'] < 20
+
+
+def test_sparse_unet_forward_has_two_host_syncs():
+    torch.manual_seed(0)
+    net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
+    points = _cloud()
+    counts = _count(lambda: net(points))['other']
+    assert counts['syncs'] == 2
+
+
+def test_summary_adds_the_parts():
+    parts = _count(_head(extra_adds=2, extra_syncs=1))
+    summary = dispatch.summarise(parts)
+    assert summary['launches'] == sum(p['launches'] for p in parts.values())
+    assert summary['syncs'] == 3 and set(summary['parts']) == {'head', 'losses'}
+
+
+def test_fused_adam_is_charged_its_multi_tensor_launches():
+    params = [torch.nn.Parameter(torch.randn(3)) for _ in range(40)]
+    for p in params:
+        p.grad = torch.ones(3)
+    fused = torch.optim.Adam(params, fused=True)
+    fused.step()
+    counts = _count(fused.step)['other']
+    # _foreach_add_ of the steps and _fused_adam_: ceil(40 / 36) launches each, no sync
+    assert counts == dict(launches=4, syncs=0)
+    plain = torch.optim.Adam(params, foreach=False)
+    plain.step()
+    assert _count(plain.step)['other']['launches'] > 40 * 4

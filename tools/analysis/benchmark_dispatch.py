@@ -1,0 +1,452 @@
+#!/usr/bin/env python
+"""Kernel launches and host syncs of one training iteration and one inference pass, per part.
+
+    python tools/analysis/benchmark_dispatch.py CONFIG [--data-root DIR | --synthetic DIR]
+        [--paths cuda_path torch_reference] [--json OUT] [--cfg-options KEY=VALUE ...]
+
+One batch of the config's training loader (its real batch size and cloud) goes through the
+config's model and optimizer wrapper as ``BaseModel.train_step`` runs it (after one unmeasured
+warm-up iteration and one timed one), then through ``predict`` under ``no_grad``. Each is
+recorded with ``torch.profiler`` and every recorded op is charged to a part: the detector's own
+parts (``PartTimer`` ranges: backbone, seed_selection, view, assigner, grouper, head, losses),
+the ranges this tool opens around them (preprocess, losses — ``parse_losses`` —, backward,
+optimizer) and ``other`` for forward ops outside every part.
+
+Two code paths, each in its own process (Triton's interpreter must be chosen before import):
+
+- ``cuda_path``: what a CUDA device runs, on the CUDA device where there is one. On the CPU
+  the one-launch kernels run under ``TRITON_INTERPRET=1`` with ``MMGRASP_POINT_OPS=triton``
+  (the point ops' switch to their Triton kernels). The sparse U-Net runs its torch backend,
+  whose implicit GEMM is the CUDA path too.
+- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton), on the CPU.
+
+What counts (the same on both paths):
+
+- A **launch** is an ``aten::`` op that reaches a kernel: an op counts as the launches of the
+  ``aten::`` ops it calls, or as one launch when none of those launches. Ops that only make
+  views or metadata, allocate (``empty*``), or are no-op conversions (``to``, ``contiguous``
+  without a copy) launch nothing (``NO_LAUNCH``).
+- A region opened by ``kernel_scope(name, n)`` (``mmgrasp/models/utils/kernel_scope.py``) is
+  charged ``n`` launches and the ops recorded inside it are ignored: that is how a CUDA-only
+  kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted on the CPU.
+- A multi-tensor op (``_foreach_*``, ``_fused_*``: Adam with ``foreach`` or ``fused``) runs
+  on CUDA as ``multi_tensor_apply`` kernels, each over at most 36 tensors (its smallest limit,
+  at depth 4), and on the CPU as one op per tensor: it is charged ``ceil(tensors / 36)``
+  launches, ``tensors`` being the ops its CPU implementation records, and its inner ops
+  (their syncs too: the CPU implementation's reads of each step count) are ignored.
+- A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
+  ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
+  ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
+  sync op is not counted again. Reads of a tensor's data by the host, ``.tolist()`` and
+  ``.numpy()``, count as one sync each: outside any op they record the pair ``resolve_conj``,
+  ``resolve_neg`` (a CPU tensor read on the CUDA path would be counted too, so the count errs
+  high). Syncs inside a kernel scope are still counted. A bare ``.cpu()`` records only a
+  ``to`` that a no-op records too, so the CPU count misses it; on CUDA the profiler's own
+  synchronising runtime calls are reported next to the count (``cuda_syncs``).
+
+On CUDA, ``cuda_path`` also reports the profiler's real figures: ``kernels`` (device kernels,
+memcpys and memsets), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
+``cuda_syncs`` and ``ms`` (the part's wall time; the device is synchronised around each part).
+
+The JSON (``--json OUT``) is ``{"cuda_path": {"train": {"launches": N, "syncs": M, "parts":
+{part: {"launches": n, "syncs": m}}, "seconds": s}, "inference": {...}}, "torch_reference":
+{...}}``; ``seconds`` is the wall time of the timed, unprofiled training iteration.
+
+Without the config's dataset, ``--synthetic DIR`` writes (once) a synthetic dataset in the real
+layout and label grid there (tools/data/make_synthetic.py: one scene, ten objects, 300 label
+points per object, RealSense 1280x720) and uses it.
+"""
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional
+
+#: Ops that launch no kernel of their own (views, metadata, allocation, no-op conversions).
+NO_LAUNCH = frozenset('aten::' + name for name in (
+    'view', '_unsafe_view', 'reshape', '_reshape_alias', 'view_as', 'as_strided', 'as_strided_',
+    'slice', 'select', 'narrow', 'transpose', 't', 'permute', 'expand', 'expand_as',
+    'unsqueeze', 'squeeze', 'flatten', 'unflatten', 'movedim', 'unbind', 'split',
+    'split_with_sizes', 'chunk', 'diagonal', 'alias', 'detach', 'detach_', 'lift_fresh',
+    'resolve_conj', 'resolve_neg', 'contiguous', 'to', '_to_copy', 'clone', 'empty',
+    'empty_strided', 'empty_like', 'new_empty', 'new_empty_strided', 'resize_', 'set_',
+    'result_type', 'size', 'stride', 'numel', 'dim', 'is_same_size', 'requires_grad_',
+    'broadcast_tensors', 'is_nonzero', 'item', '_local_scalar_dense', '_assert_async',
+    'retain_grad', 'lift', '_has_compatible_shallow_copy_type', 'real', 'conj'))
+#: Ops whose result the host waits for (the outermost is counted).
+SYNCS = frozenset('aten::' + name for name in (
+    'nonzero', '_unique', '_unique2', 'unique_dim', 'unique_consecutive',
+    'unique_dim_consecutive', '_local_scalar_dense', 'masked_select', 'bincount', 'equal'))
+#: CUDA runtime calls that launch device work / that block the host until the device is done.
+CUDA_LAUNCH_CALLS = ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC',
+                     'cuLaunchKernelEx', 'cudaMemcpyAsync', 'cudaMemsetAsync',
+                     'cudaLaunchCooperativeKernel')
+CUDA_SYNC_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize',
+                   'cudaMemcpy', 'cudaStreamWaitEvent')
+#: Multi-tensor ops (foreach / fused optimizers): one CUDA launch per MULTI_TENSOR_LIMIT tensors.
+MULTI_TENSOR = ('aten::_foreach_', 'aten::_fused_')
+MULTI_TENSOR_LIMIT = 36
+STAGE_PREFIX = 'mmgrasp.stage::'
+PATHS = ('cuda_path', 'torch_reference')
+SYNTHETIC_ARGS = ('--scenes', '1', '--frames', '{frames}', '--objects', '10',
+                  '--points-per-object', '300', '--cameras', 'realsense', '--test-scenes',
+                  '--quiet')
+
+
+def log(message: str) -> None:
+    print(f'[benchmark_dispatch] {message}', file=sys.stderr, flush=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from mmengine.config import DictAction
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('config')
+    data = p.add_mutually_exclusive_group()
+    data.add_argument('--data-root', help="dataset root (default: the config's)")
+    data.add_argument('--synthetic', metavar='DIR',
+                      help='write a synthetic dataset there unless present, and use it')
+    p.add_argument('--paths', nargs='+', default=list(PATHS), choices=PATHS)
+    p.add_argument('--json', help='write the counts to this file')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    p.add_argument('--run-path', choices=PATHS, help=argparse.SUPPRESS)  # the child process
+    p.add_argument('--result', help=argparse.SUPPRESS)
+    p.add_argument('--small-data', action='store_true', help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# ------------------------------------------------------------------------------- counting
+def _is_sync(event) -> bool:
+    if event.name in SYNCS:
+        return True
+    if event.name == 'aten::repeat_interleave':  # output_size is the last argument
+        inputs = getattr(event, 'concrete_inputs', None) or [None]
+        return inputs[-1] is None
+    return False
+
+
+def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict[str, int]]:
+    """Launches and syncs per part of profiler ``events`` (``prof.events()``), as the module
+    docstring says. ``stages`` [(name, start_us, end_us)] charges root events of other threads
+    (the autograd engine's on CUDA) to the stage whose time span holds their start."""
+    from mmgrasp.models.utils.kernel_scope import parse_kernel_scope
+    from mmgrasp.models.utils.part_timer import PART_PREFIX
+    parts: Dict[str, Dict[str, int]] = defaultdict(lambda: dict(launches=0, syncs=0))
+
+    def part_of(name: str, part: str) -> str:
+        for prefix in (PART_PREFIX, STAGE_PREFIX):
+            if name.startswith(prefix):
+                return name[len(prefix):]
+        return part
+
+    def walk(event, part: str, in_scope: bool, in_sync: bool) -> int:
+        part = part_of(event.name, part)
+        scope = parse_kernel_scope(event.name)
+        if scope is None and event.name.startswith(MULTI_TENSOR):
+            tensors = max(1, len(event.cpu_children))
+            scope = event.name, -(-tensors // MULTI_TENSOR_LIMIT)
+            in_sync = True  # the CPU implementation's per-tensor reads; none on CUDA
+        charged = 0
+        if scope is not None and not in_scope:
+            parts[part]['launches'] += scope[1]
+            charged, in_scope = scope[1], True
+        if _is_sync(event) and not in_sync:
+            parts[part]['syncs'] += 1
+            in_sync = True
+        children = sorted(event.cpu_children, key=lambda e: e.time_range.start)
+        if not event.name.startswith('aten::'):
+            parts[part]['syncs'] += host_reads(children)
+        below = sum(walk(child, part, in_scope, in_sync) for child in children)
+        if (event.name.startswith('aten::') and not in_scope and below == 0
+                and event.name not in NO_LAUNCH):
+            parts[part]['launches'] += 1
+            return 1
+        return below + charged
+
+    def stage_of(event) -> str:
+        start = event.time_range.start
+        return next((name for name, lo, hi in stages or () if lo <= start <= hi), 'other')
+
+    roots = sorted((e for e in events if e.cpu_parent is None and e.device_type.name == 'CPU'),
+                   key=lambda e: (e.thread, e.time_range.start))
+    for a, b in zip(roots, roots[1:]):
+        if a.thread == b.thread and host_reads([a, b]):
+            parts[stage_of(a)]['syncs'] += 1
+    for event in roots:
+        walk(event, stage_of(event), False, False)
+    return dict(parts)
+
+
+def host_reads(siblings: list) -> int:
+    """``.tolist()`` / ``.numpy()`` calls among time-ordered sibling events: each records the
+    pair ``resolve_conj``, ``resolve_neg`` outside any op."""
+    return sum(a.name == 'aten::resolve_conj' and b.name == 'aten::resolve_neg'
+               for a, b in zip(siblings, siblings[1:]))
+
+
+def cuda_figures(events) -> Dict[str, Dict[str, float]]:
+    """Per part (innermost part or stage range): CUDA runtime launches, syncs and the range's
+    milliseconds; under ``'kernels'`` the device-side events (kernels, memcpys, memsets)."""
+    from mmgrasp.models.utils.part_timer import PART_PREFIX
+    figures: Dict[str, Dict[str, float]] = defaultdict(
+        lambda: dict(cuda_launches=0, cuda_syncs=0, ms=0.0))
+    kernels = 0
+
+    def walk(event, part: str) -> None:
+        for prefix in (PART_PREFIX, STAGE_PREFIX):
+            if event.name.startswith(prefix):
+                part = event.name[len(prefix):]
+                figures[part]['ms'] += event.time_range.elapsed_us() / 1e3
+        if event.name in CUDA_LAUNCH_CALLS:
+            figures[part]['cuda_launches'] += 1
+        if event.name in CUDA_SYNC_CALLS:
+            figures[part]['cuda_syncs'] += 1
+        for child in event.cpu_children:
+            walk(child, part)
+
+    for event in events:
+        if event.device_type.name != 'CPU':
+            kernels += 1
+        elif event.cpu_parent is None:
+            walk(event, 'other')
+    return dict(figures, kernels=kernels)
+
+
+def summarise(parts: Dict[str, Dict[str, int]]) -> dict:
+    return dict(launches=sum(p['launches'] for p in parts.values()),
+                syncs=sum(p['syncs'] for p in parts.values()),
+                parts={name: parts[name] for name in sorted(parts)})
+
+
+# ------------------------------------------------------------------------------- one path
+@contextmanager
+def stage(name: str, spans: List[tuple]) -> Iterator[None]:
+    from torch.profiler import record_function
+    start = time.perf_counter_ns() // 1000
+    with record_function(STAGE_PREFIX + name):
+        yield
+    spans.append((name, start, time.perf_counter_ns() // 1000))
+
+
+def profile_path(args: argparse.Namespace) -> dict:
+    import torch
+    from mmengine.config import Config
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import init_default_scope
+    from mmengine.runner import Runner
+    from torch.profiler import ProfilerActivity, profile
+
+    from mmgrasp.registry import MODELS
+
+    cfg = Config.fromfile(args.config)
+    cfg.merge_from_dict(args.cfg_options)
+    init_default_scope(cfg.get('default_scope', 'mmgrasp'))
+    device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
+                          else 'cpu')
+    loader_cfg = copy.deepcopy(cfg.train_dataloader)
+    loader_cfg.update(num_workers=0, persistent_workers=False)
+    seed = cfg.get('randomness', {}).get('seed', 0) or 0
+    loader = Runner.build_dataloader(loader_cfg, seed=seed)
+    batch = next(iter(loader))
+    torch.manual_seed(seed)
+    model = MODELS.build(cfg.model).to(device)
+    prepare_model(cfg, model, loader.dataset, args.small_data)
+    model.timer.synchronize = device.type == 'cuda'
+    # the collision filter of predict works on the cloud the batch carries
+    model.test_cfg['collision_cloud'] = 'input'
+    optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    spans: List[tuple] = []
+    backward, step = optim.backward, optim.step
+    optim.backward = lambda loss, **kw: _in_stage('backward', spans, backward, loss, **kw)
+    optim.step = lambda **kw: _in_stage('optimizer', spans, step, **kw)
+
+    def train_iteration() -> None:
+        model.train()
+        with optim.optim_context(model):
+            with stage('preprocess', spans):
+                data = model.data_preprocessor(copy.copy(batch), True)
+            with stage('forward', spans):
+                losses = model._run_forward(data, mode='loss')
+        with stage('losses', spans):
+            loss, _ = model.parse_losses(losses)
+        optim.update_params(loss)
+
+    def inference() -> None:
+        model.eval()
+        with torch.no_grad():
+            with stage('preprocess', spans):
+                data = model.data_preprocessor(copy.copy(batch), False)
+            with stage('forward', spans):
+                model._run_forward(data, mode='predict')
+
+    def sync() -> None:
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+
+    log(f'{args.run_path}: warm-up iteration on {device} ...')
+    train_iteration()
+    sync()
+    start = time.perf_counter()
+    train_iteration()
+    sync()
+    seconds = time.perf_counter() - start
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda'
+                                           else [])
+    out = {}
+    for mode, run in (('train', train_iteration), ('inference', inference)):
+        log(f'{args.run_path}: profiling {mode} ...')
+        spans.clear()
+        with profile(activities=activities, record_shapes=True) as prof:
+            run()
+            sync()
+        events = prof.events()
+        # the forward stage is a container: ops outside every part in it are 'other'
+        stages = [s for s in spans if s[0] != 'forward']
+        parts = count_events(events, stages)
+        if 'forward' in parts:
+            other = parts.pop('forward')
+            parts.setdefault('other', dict(launches=0, syncs=0))
+            for key in ('launches', 'syncs'):
+                parts['other'][key] += other[key]
+        out[mode] = summarise(parts)
+        if device.type == 'cuda':
+            figures = cuda_figures(events)
+            out[mode]['kernels'] = figures.pop('kernels')
+            for name, values in figures.items():
+                out[mode]['parts'].setdefault(name, dict(launches=0, syncs=0)).update(values)
+    out['train']['seconds'] = seconds
+    out['device'] = str(device)
+    return out
+
+
+def prepare_model(cfg, model, dataset, small_data: bool) -> None:
+    """Run the config's hooks that prepare the model before training (the scale statistic of
+    Scale-Balanced-Grasp). On a dataset given with ``--synthetic`` or ``--data-root``, a few
+    frames, an empty width bin is raised to one count (the hook's ``min_count``)."""
+    from types import SimpleNamespace
+
+    from mmgrasp.registry import HOOKS
+    for hook_cfg in cfg.get('custom_hooks', []):
+        if hook_cfg['type'] == 'ScaleStatisticHook':
+            hook_cfg = dict(hook_cfg, **(dict(min_count=1) if small_data else {}))
+            hook = HOOKS.build(hook_cfg)
+            hook.before_train(SimpleNamespace(
+                model=model, train_dataloader=SimpleNamespace(dataset=dataset)))
+
+
+def _in_stage(name: str, spans: List[tuple], fn, *args, **kwargs):
+    with stage(name, spans):
+        return fn(*args, **kwargs)
+
+
+# ------------------------------------------------------------------------------ the driver
+def ensure_synthetic(folder: str, frames: int) -> str:
+    """Write the synthetic dataset (with graspness) to ``folder`` unless it holds one."""
+    if os.path.isdir(os.path.join(folder, 'graspness')):
+        return folder
+    if os.path.exists(folder) and os.listdir(folder):
+        raise SystemExit(f'--synthetic {folder}: not empty and holds no synthetic dataset')
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data')
+    log(f'writing a synthetic dataset to {folder} (about a minute) ...')
+    partial = folder.rstrip('/') + '.partial'
+    options = [a.format(frames=frames) for a in SYNTHETIC_ARGS]
+    subprocess.run([sys.executable, os.path.join(tools, 'make_synthetic.py'), partial,
+                    *options], check=True)
+    subprocess.run([sys.executable, os.path.join(tools, 'generate_graspness.py'), partial],
+                   check=True, stdout=subprocess.DEVNULL)
+    os.replace(partial, folder)
+    return folder
+
+
+def child_env(path: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.pop('TRITON_INTERPRET', None)
+    env.pop('MMGRASP_POINT_OPS', None)
+    if path == 'cuda_path':
+        env['MMGRASP_POINT_OPS'] = 'triton'
+        if not _has_cuda():
+            env['TRITON_INTERPRET'] = '1'
+    else:
+        env['MMGRASP_POINT_OPS'] = 'torch'
+    return env
+
+
+def _has_cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def table(results: dict) -> str:
+    modes = [(path, mode) for path in results for mode in ('train', 'inference')]
+    names = sorted({p for path, mode in modes for p in results[path][mode]['parts']})
+    lines = ['| part | ' + ' | '.join(f'{path}, {mode}' for path, mode in modes) + ' |',
+             '|---|' + '---:|' * len(modes)]
+    for name in names + ['**total**']:
+        cells = []
+        for path, mode in modes:
+            run = results[path][mode]
+            figures = run if name == '**total**' else run['parts'].get(name)
+            cells.append('-' if figures is None else
+                         f"{figures['launches']} / {figures['syncs']}")
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.run_path:  # the child: one path, result to a file
+        result = profile_path(args)
+        with open(args.result, 'w') as f:
+            json.dump(result, f)
+        return
+    from mmengine.config import Config
+    options = dict(args.cfg_options)
+    if args.synthetic or args.data_root:
+        cfg = Config.fromfile(args.config)
+        frames = max(4, cfg.train_dataloader.batch_size)
+        root = ensure_synthetic(args.synthetic, frames) if args.synthetic else args.data_root
+        options['train_dataloader.dataset.data_root'] = os.path.abspath(root)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in args.paths:
+            result = os.path.join(tmp, f'{path}.json')
+            command = [sys.executable, os.path.abspath(__file__), args.config, '--run-path',
+                       path, '--result', result]
+            if args.synthetic or args.data_root:
+                command.append('--small-data')
+            if options:
+                command += ['--cfg-options'] + [f'{k}={_option(v)}' for k, v in
+                                                options.items()]
+            subprocess.run(command, check=True, env=child_env(path))
+            with open(result) as f:
+                results[path] = json.load(f)
+    print(f'{args.config}: kernel launches / host syncs per part, one training iteration '
+          'and one inference pass')
+    print()
+    print(table(results))
+    for path, run in results.items():
+        print(f"- {path}: training iteration {run['train']['seconds']:.2f} s unprofiled on "
+              f"{run['device']}")
+    if args.json:
+        partial = args.json + '.partial'
+        with open(partial, 'w') as f:
+            json.dump(results, f, indent=1)
+        os.replace(partial, args.json)
+
+
+def _option(value) -> str:
+    """A --cfg-options value as DictAction reads it back."""
+    if isinstance(value, (list, tuple)):
+        inner = ','.join(_option(v) for v in value)
+        return f'[{inner}]' if isinstance(value, list) else f'({inner})'
+    return str(value)
+
+
+if __name__ == '__main__':
+    main()
