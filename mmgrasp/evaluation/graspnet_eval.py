@@ -55,9 +55,11 @@ class Protocol:
     top_k: int = TOP_K
     per_object: int = 10
     width_range: Optional[Tuple[float, float]] = None
+    max_width: float = 0.1
 
     def frame_options(self) -> dict:
-        return dict(top_k=self.top_k, per_object=self.per_object, width_range=self.width_range)
+        return dict(top_k=self.top_k, per_object=self.per_object, width_range=self.width_range,
+                    max_width=self.max_width)
 
 
 STANDARD = Protocol('standard')
