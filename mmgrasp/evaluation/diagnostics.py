@@ -146,7 +146,9 @@ def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], 
     """Evaluate the dump (one process) writing the files listed in the module docstring;
     returns {scene: (frames, top_k, 6) accuracy}, the arrays the AP is the mean of."""
     os.makedirs(out_dir, exist_ok=True)
-    frame_rows, scene_rows, objects: Dict[int, Dict[str, int]] = [], [], {}
+    frame_rows: List[tuple] = []
+    scene_rows: List[tuple] = []
+    objects: Dict[int, Dict[str, int]] = {}
     accuracy: Dict[int, np.ndarray] = {}
     for scene in scenes:
         scene_dir = os.path.join(out_dir, f'scene_{scene:04d}')
