@@ -38,16 +38,18 @@ def narrow_turned_grasp(score, centre):
     return row
 
 
-def check_diagnostics(root, dump, out, scenes, camera='realsense'):
-    """The checks of the issue, shared with the integration test on a model's dump."""
-    reference = evaluate_dump(root, dump, camera, scenes, progress=False)
-    frames = {(int(r['scene']), int(r['frame'])): r for r in _read(os.path.join(out,
-                                                                                'frames.csv'))}
+def check_diagnostics(root, dump, out, scenes, camera='realsense', frames=None):
+    """The checks of the issue, shared with the integration test on a model's dump; returns
+    how many grasps were evaluated."""
+    chosen = None if frames is None else {s: frames for s in scenes}
+    reference = evaluate_dump(root, dump, camera, scenes, chosen, progress=False)
+    table = {(int(r['scene']), int(r['frame'])): r
+             for r in _read(os.path.join(out, 'frames.csv'))}
     evaluated = 0
     for s in scenes:
-        for n, acc in enumerate(reference[s]):
+        for n, acc in zip(frames or range(len(reference[s])), reference[s]):
             rows = _read(os.path.join(out, f'scene_{s:04d}', f'{n:04d}.csv'))
-            counts = frames[(s, n)]
+            counts = table[(s, n)]
             kinds = [r['outcome'] for r in rows]
             assert int(counts['evaluated']) == len(rows)
             assert int(counts['collided']) + int(counts['empty']) + int(counts['scored']) == \
