@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.evaluation.coverage import IncompleteEvaluation, coverage, describe_frames
 from mmgrasp.evaluation.metrics import GraspNetMetric
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 from test_eval_dump_tool import load_tool
@@ -75,6 +74,7 @@ def test_metric_labels_an_incomplete_split(one_seen_scene):
     assert figures['graspnet/sampled'] == f'{LABEL} (seen: 1 of 30 scenes (100), frames 0-1)'
     with open(os.path.join(dump, 'graspnet_realsense.json')) as f:
         assert json.load(f)['coverage']['label'] == LABEL
+    from mmgrasp.evaluation.coverage import IncompleteEvaluation
     strict = GraspNetMetric(data_root=root, dump_dir=dump, progress=False, split='test_seen',
                             require_complete=True)
     strict.process({}, samples)
@@ -83,6 +83,7 @@ def test_metric_labels_an_incomplete_split(one_seen_scene):
 
 
 def test_coverage_complete_and_denominators():
+    from mmgrasp.evaluation.coverage import coverage, describe_frames
     whole = {s: range(256) for s in range(100, 130)}
     assert coverage(whole, 'test_seen')['complete'] and coverage(whole)['label'] == ''
     # the whole seen split is 1/3 of 'test'

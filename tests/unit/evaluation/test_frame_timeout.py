@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mmgrasp.evaluation import graspnet_eval
-from mmgrasp.evaluation.graspnet_eval import FrameTimeout, evaluate_dump
+from mmgrasp.evaluation.graspnet_eval import EvaluationError, evaluate_dump
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 
@@ -28,7 +28,7 @@ def slow_frames(tmp_path, monkeypatch):
 def test_serial_frame_timeout(slow_frames):
     root, dump = slow_frames
     start = time.monotonic()
-    with pytest.raises(FrameTimeout, match=r'scene 100 frame 0: no result after 1 s'):
+    with pytest.raises(EvaluationError, match=r'scene 100 frame 0: no result after 1 s'):
         evaluate_dump(root, dump, 'realsense', [100], nproc=1, frame_timeout=1.0,
                       progress=False)
     assert time.monotonic() - start < 2.5  # stopped in the first frame, not after both
