@@ -3,6 +3,7 @@
 the protocol's settings printed with the table).
 
     python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--nproc N] [--collision-thresh T]
+                         [--scale-ap] [--frame-stride K | --frames F ...] [--require-complete]
                          [--dump-only] [--work-dir DIR] [--cfg-options ...]
 
 Writes ``<dump>/scene_%04d/<camera>/%04d.npy`` per frame, (M, 17) float32 rows of score,
@@ -10,9 +11,14 @@ width, height, depth, rotation (3×3), translation and object id (graspnetAPI's 
 format), evaluates them with GraspNetMetric (graspnetAPI's protocol) and prints a markdown
 table of AP, AP0.8 and AP0.4 per split with the settings that produced them; the figures go to
 ``<dump>/graspnet_<camera>.json`` and to the Runner's visualisation backends. ``--dump-only``
-only dumps (GraspDumpMetric). The split is the config's ``test_dataloader``.
+only dumps (GraspDumpMetric). The split is the config's ``test_dataloader``. ``--scale-ap`` adds
+Scale-Balanced-Grasp's AP by grasp width. ``--frame-stride`` / ``--frames`` run a sample of each
+scene's frames; a sample or a split with scenes missing on disk is labelled "sampled: N of M
+frames, not comparable with published AP" in the table, the JSON and the backends
+(``--require-complete`` makes it an error).
 """
 import argparse
+import json
 import os.path as osp
 
 from mmengine.config import Config, DictAction
@@ -36,6 +42,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--nproc', type=int, help='evaluation processes')
     parser.add_argument('--collision-thresh', type=float,
                         help='model.test_cfg.collision_thresh (0 switches the filter off)')
+    parser.add_argument('--scale-ap', action='store_true',
+                        help="also the AP by grasp width (Scale-Balanced-Grasp's evaluate_scale)")
+    frames = parser.add_mutually_exclusive_group()
+    frames.add_argument('--frame-stride', type=int,
+                        help='every K-th frame of each test scene (a labelled, sampled run)')
+    frames.add_argument('--frames', type=int, nargs='+',
+                        help='these frames of each test scene (a labelled, sampled run)')
+    parser.add_argument('--require-complete', action='store_true',
+                        help='fail unless every frame of every scene of the split is evaluated')
     parser.add_argument('--work-dir', help='the dir to save logs')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
@@ -60,6 +75,19 @@ def test_settings(cfg: Config) -> dict:
             'evaluator': EVALUATOR_VERSION}
 
 
+def backend_scalars(figures: dict, coverage: dict) -> dict:
+    """What the visualisation backends get: ``graspnet/AP`` ... for the whole split; a sampled
+    or incomplete run's figures as ``graspnet_sampled/AP`` ... with its label (a string, kept
+    by the JSON backends) and frame counts, so no dashboard shows it as published AP."""
+    if coverage['complete']:
+        return {f'graspnet/{k}': v for k, v in figures.items()}
+    out = {f'graspnet_sampled/{k}': v for k, v in figures.items()}
+    out.update({'graspnet_sampled/label': coverage['label'],
+                'graspnet_sampled/evaluated_frames': coverage['frames'],
+                'graspnet_sampled/official_frames': coverage['official_frames']})
+    return out
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     register_all_modules(False)
@@ -71,6 +99,10 @@ def main(argv=None) -> dict:
     if args.collision_thresh is not None:
         cfg.model.setdefault('test_cfg', {})
         cfg.model.test_cfg.collision_thresh = args.collision_thresh
+    if args.frame_stride is not None:
+        cfg.test_dataloader.dataset.frame_stride = args.frame_stride
+    if args.frames is not None:
+        cfg.test_dataloader.dataset.frames = args.frames
     dump_dir = args.dump or osp.join(cfg.work_dir, 'dump')
     settings = test_settings(cfg)
     if args.dump_only:
@@ -82,6 +114,14 @@ def main(argv=None) -> dict:
         if cfg.test_evaluator.get('type') in ('GraspNetMetric', 'GraspClutter6DMetric'):
             cfg.test_evaluator.settings = settings
             cfg.test_evaluator.camera = settings['camera']
+            if cfg.test_evaluator.get('type') == 'GraspNetMetric':
+                cfg.test_evaluator.split = cfg.test_dataloader.dataset.get('split', 'test')
+                cfg.test_evaluator.scale_ap = args.scale_ap
+                cfg.test_evaluator.require_complete = args.require_complete
+            elif args.scale_ap or args.require_complete:
+                raise SystemExit('--scale-ap and --require-complete are options of GraspNetMetric '
+                                 "(GraspNet-1Billion's protocol), not of "
+                                 f"{cfg.test_evaluator['type']}")
             if args.nproc is not None:
                 cfg.test_evaluator.nproc = args.nproc
     cfg.load_from = args.checkpoint
@@ -90,17 +130,24 @@ def main(argv=None) -> dict:
     metrics = runner.test()
     if 'dump/frames' in metrics:
         print(f'wrote {metrics["dump/frames"]} frames to {dump_dir}')
-    for prefix, name, benchmark in (('graspnet', 'graspnet', 'GraspNet-1Billion'),
-                                    ('gc6d', 'graspclutter6d', 'GraspClutter6D')):
-        figures = {k[len(prefix) + 1:]: v for k, v in metrics.items()
-                   if k.startswith(prefix + '/')}
-        if figures:
-            runner.visualizer.add_scalars(
-                {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
-            print(f'{benchmark} evaluation of {dump_dir}:')
-            print(results_table(figures, settings))
-            camera = camera_name(settings['camera']) if prefix == 'gc6d' else settings['camera']
-            print(f'figures: {osp.join(dump_dir, f"{name}_{camera}.json")}')
+    figures = {k[len('graspnet/'):]: v for k, v in metrics.items() if k.startswith('graspnet/')
+               and isinstance(v, (int, float))}
+    if figures:
+        json_path = osp.join(dump_dir, 'graspnet_' + settings['camera'] + '.json')
+        with open(json_path) as f:
+            coverage = json.load(f)['coverage']
+        runner.visualizer.add_scalars(backend_scalars(figures, coverage), step=0)
+        print(f'GraspNet-1Billion evaluation of {dump_dir}:')
+        print(results_table(figures, settings, coverage))
+        print(f'figures: {json_path}')
+    gc6d = {k[len('gc6d/'):]: v for k, v in metrics.items() if k.startswith('gc6d/')}
+    if gc6d:
+        runner.visualizer.add_scalars(
+            {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
+        print(f'GraspClutter6D evaluation of {dump_dir}:')
+        print(results_table(gc6d, settings))
+        json_name = f'graspclutter6d_{camera_name(settings["camera"])}.json'
+        print(f'figures: {osp.join(dump_dir, json_name)}')
     return metrics
 
 

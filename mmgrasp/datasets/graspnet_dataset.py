@@ -29,7 +29,10 @@ class GraspNetDataset(BaseDataset):
         camera: ``'realsense'`` or ``'kinect'``.
         scenes: None for every scene of the split on disk, n for the first n of them, or a list
             of scene ids (each must be of the split and on disk).
-        frames: the first ``frames`` frames of each scene (None: all).
+        frames: the first ``frames`` frames of each scene (None: all), or a list of frame ids
+            (each must exist in every scene).
+        frame_stride: of those, every ``frame_stride``-th (a sampled evaluation; the metric
+            labels such a run, see :mod:`mmgrasp.evaluation.coverage`).
         seed: seed of the per-sample random streams.
         pipeline: transforms (configs or callables).
         test_mode: passed to BaseDataset (no effect on loading here).
@@ -45,19 +48,24 @@ class GraspNetDataset(BaseDataset):
     METAINFO: dict = dict(dataset_name='GraspNet-1Billion')  # or GraspClutter6D, see layout
 
     def __init__(self, data_root: str, split: str = 'train', camera: str = 'realsense',
-                 scenes: Union[int, Sequence[int], None] = None, frames: Optional[int] = None,
+                 scenes: Union[int, Sequence[int], None] = None,
+                 frames: Union[int, Sequence[int], None] = None, frame_stride: int = 1,
                  seed: int = 0, pipeline: Sequence[Union[dict, Callable]] = (),
                  test_mode: bool = False, tolerance_dir: Optional[str] = None,
                  graspness_dir: Optional[str] = None, layout: Optional[str] = None, **kwargs):
         if 'max_refetch' in kwargs:
             raise ValueError('GraspNetDataset never refetches another sample: drop max_refetch')
-        if frames is not None and frames < 1:
-            raise ValueError(f'frames must be >= 1 or None, got {frames}')
+        if isinstance(frames, int) and frames < 1:
+            raise ValueError(f'frames must be >= 1, a list of frame ids or None, got {frames}')
+        if operator.index(frame_stride) < 1:
+            raise ValueError(f'frame_stride must be >= 1, got {frame_stride}')
         self.reader = open_reader(data_root, camera, layout, tolerance_dir, graspness_dir)
         self.split = split
         self.camera = self.reader.camera  # GraspClutter6D resolves 'realsense'/'kinect' aliases
         self.scenes = scenes if scenes is None or isinstance(scenes, int) else list(scenes)
-        self.frames = frames
+        self.frames = frames if frames is None or isinstance(frames, int) else \
+            sorted(set(operator.index(f) for f in frames))
+        self.frame_stride = frame_stride
         self.seed = operator.index(seed)
         # Built in mmgrasp's scope whatever the current default scope is (a Runner of another
         # scope, a test): bare names resolve to mmgrasp's transforms, then mmcv's.
@@ -92,9 +100,14 @@ class GraspNetDataset(BaseDataset):
         data_list = []
         for scene in self._scene_ids():
             count = self.reader.num_frames(scene)
-            if self.frames is not None:
-                count = min(count, self.frames)
-            for frame in range(count):
+            if isinstance(self.frames, list):
+                missing = [f for f in self.frames if not 0 <= f < count]
+                if missing:
+                    raise ValueError(f'frames {missing}: scene {scene} has {count} frames')
+                chosen = self.frames
+            else:
+                chosen = range(count if self.frames is None else min(count, self.frames))
+            for frame in chosen[::self.frame_stride]:
                 data_list.append(dict(scene=scene, frame=frame, camera=self.camera,
                                       sample_idx=len(data_list)))
         return data_list

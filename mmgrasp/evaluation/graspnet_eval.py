@@ -8,18 +8,23 @@ Dumps: ``DUMP/scene_%04d/<camera>/%04d.npy``, (N, 17) GraspGroup rows.
 
 Results: ``<results_dir>/scene_%04d.npz`` holds that scene's (frames, 50, 6) accuracy, its
 frames, and a fingerprint of the dump files and of this evaluator; a rerun with the same inputs
-reads it instead of evaluating again.
+reads it instead of evaluating again. Another :class:`Protocol` (the size split) keeps its own
+``scene_%04d_<name>.npz``.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import signal
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,6 +40,32 @@ TOP_K = 50
 
 class EvaluationError(RuntimeError):
     """A scene/frame that could not be evaluated; the message names both."""
+
+
+class FrameTimeout(EvaluationError):
+    """A frame ran past ``frame_timeout``."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What :func:`evaluate_frame` is asked per frame: graspnetAPI's AP (``STANDARD``) or one
+    size of Scale-Balanced-Grasp's ``evaluate_scale.py`` (``SIZE_PROTOCOLS``: widths in
+    ``width_range`` after clipping, 5 grasps per object, 20 precision rows)."""
+    name: str
+    top_k: int = TOP_K
+    per_object: int = 10
+    width_range: Optional[Tuple[float, float]] = None
+    max_width: float = 0.1
+
+    def frame_options(self) -> dict:
+        return dict(top_k=self.top_k, per_object=self.per_object, width_range=self.width_range,
+                    max_width=self.max_width)
+
+
+STANDARD = Protocol('standard')
+SIZE_PROTOCOLS = (Protocol('small', 20, 5, (-math.inf, 0.04)),
+                  Protocol('medium', 20, 5, (0.04, 0.07)),
+                  Protocol('large', 20, 5, (0.07, math.inf)))
 
 
 def dump_path(dump_dir: str, scene: int, camera: str, frame: int) -> str:
@@ -97,19 +128,26 @@ class SceneInputs:
 
 def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Sequence[int],
                    sdf_sample_seed: Optional[int] = None,
-                   on_frame: Optional[Callable[[int, int], None]] = None) -> np.ndarray:
-    """(len(frames), 50, 6) accuracy of one scene, graspnetAPI's ``eval_scene`` step for step.
+                   on_frame: Optional[Callable[[int, int], None]] = None,
+                   protocol: Protocol = STANDARD,
+                   on_result: Optional[Callable[[int, int, dict], None]] = None) -> np.ndarray:
+    """(len(frames), protocol.top_k, 6) accuracy of one scene, graspnetAPI's ``eval_scene``
+    step for step. ``on_result(scene, frame, result)`` sees each frame's whole
+    :func:`evaluate_frame` result (the diagnostics read it).
 
     Raises EvaluationError naming the scene and frame when one fails.
     """
     frame = frames[0] if len(frames) else 0
     try:
         inputs = SceneInputs(root, camera, scene, sdf_sample_seed)
-        out = np.zeros((len(frames), TOP_K, 6))
+        out = np.zeros((len(frames), protocol.top_k, 6))
         for n, frame in enumerate(frames):
             if on_frame is not None:
                 on_frame(scene, frame)
-            out[n] = evaluate_frame(*inputs.frame(dump_dir, frame), TOP_K)['accuracy']
+            result = evaluate_frame(*inputs.frame(dump_dir, frame), **protocol.frame_options())
+            out[n] = result['accuracy']
+            if on_result is not None:
+                on_result(scene, frame, result)
         return out
     except EvaluationError:
         raise
@@ -120,8 +158,8 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
 
 # many scenes --------------------------------------------------------------------------------
 def _fingerprint(dump_dir: str, camera: str, scene: int, frames: Sequence[int],
-                 sdf_sample_seed) -> str:
-    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}'.encode())
+                 sdf_sample_seed, protocol: Protocol = STANDARD) -> str:
+    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}|{protocol}'.encode())
     for f in frames:
         p = dump_path(dump_dir, scene, camera, f)
         st = os.stat(p) if os.path.exists(p) else None
@@ -129,8 +167,9 @@ def _fingerprint(dump_dir: str, camera: str, scene: int, frames: Sequence[int],
     return h.hexdigest()
 
 
-def _result_path(results_dir: str, scene: int) -> str:
-    return os.path.join(results_dir, f'scene_{scene:04d}.npz')
+def _result_path(results_dir: str, scene: int, protocol: Protocol = STANDARD) -> str:
+    tail = '' if protocol == STANDARD else f'_{protocol.name}'
+    return os.path.join(results_dir, f'scene_{scene:04d}{tail}.npz')
 
 
 def _load_result(path: str, key: str, frames: Sequence[int]) -> Optional[np.ndarray]:
@@ -187,11 +226,12 @@ def work_units(frames: Dict[int, List[int]], nproc: int) -> List[Tuple[int, List
     return units
 
 
-def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, whole_scene_file):
+def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, whole_scene_file, protocol):
     """Evaluate one piece; a piece that is a whole scene is saved at once (resume)."""
     def report(s, f):
         _PROGRESS.put((os.getpid(), s, f, time.monotonic()))
-    acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report)
+    acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report,
+                         protocol)
     if whole_scene_file is not None:
         _save_result(*whole_scene_file, frames, acc)
     _PROGRESS.put((os.getpid(), None, None, time.monotonic()))
@@ -211,59 +251,106 @@ class _Bar:
                 self.bar.update()
 
 
+class _FrameTimer:
+    """``frame_timeout`` in the calling process: SIGALRM interrupts a frame that runs past it
+    (:class:`FrameTimeout`). Needs the main thread of a POSIX process (``usable``)."""
+
+    def __init__(self, timeout: Optional[float]):
+        self.timeout = timeout
+        self.usable = (hasattr(signal, 'setitimer')
+                       and threading.current_thread() is threading.main_thread())
+        self.where = None
+
+    def _expired(self, *_):
+        s, f = self.where
+        raise FrameTimeout(f'scene {s} frame {f}: no result after {self.timeout:.0f} s '
+                           '(frame_timeout)')
+
+    def __enter__(self):
+        if self.timeout is not None:
+            self._previous = signal.signal(signal.SIGALRM, self._expired)
+        return self
+
+    def start(self, scene: int, frame: int) -> None:
+        if self.timeout is not None:
+            self.where = (scene, frame)
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+
+    def stop(self) -> None:
+        if self.timeout is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def __exit__(self, *exc):
+        if self.timeout is not None:
+            self.stop()
+            signal.signal(signal.SIGALRM, self._previous)
+
+
 def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                   frames: Optional[Dict[int, Sequence[int]]] = None, nproc: int = 1,
-                  results_dir: Optional[str] = None, frame_timeout: float = 600.0,
-                  progress: bool = True, sdf_sample_seed: Optional[int] = None
-                  ) -> Dict[int, np.ndarray]:
+                  results_dir: Optional[str] = None, frame_timeout: Optional[float] = 600.0,
+                  progress: bool = True, sdf_sample_seed: Optional[int] = None,
+                  protocol: Protocol = STANDARD) -> Dict[int, np.ndarray]:
     """Evaluate every scene of ``scenes`` (frames: per scene, default every annotated frame).
 
     ``nproc > 1`` runs :func:`work_units` in that many processes; a process that raises, dies
     or spends more than ``frame_timeout`` seconds on one frame ends the run with
-    EvaluationError naming the scene and frame (nothing waits forever). Finished scenes are
-    kept in ``results_dir``. Returns {scene: (frames, 50, 6) accuracy}.
+    EvaluationError naming the scene and frame (nothing waits forever). With one process the
+    frames run here under a SIGALRM timer (in a single worker process off the main thread);
+    ``frame_timeout=None`` sets no limit. Finished scenes are kept in ``results_dir``.
+    Returns {scene: (frames, protocol.top_k, 6) accuracy}.
     """
+    if frame_timeout is not None and not (frame_timeout > 0 and math.isfinite(frame_timeout)):
+        raise ValueError(f'frame_timeout={frame_timeout}: expected seconds > 0 or None')
     scenes = [int(s) for s in scenes]
     frames = {s: list(frames[s]) if frames and s in frames else scene_frames(root, camera, s)
               for s in scenes}
     out: Dict[int, np.ndarray] = {}
     keys = {}
     for s in scenes:
-        keys[s] = _fingerprint(dump_dir, camera, s, frames[s], sdf_sample_seed)
+        keys[s] = _fingerprint(dump_dir, camera, s, frames[s], sdf_sample_seed, protocol)
         cached = None if results_dir is None else \
-            _load_result(_result_path(results_dir, s), keys[s], frames[s])
+            _load_result(_result_path(results_dir, s, protocol), keys[s], frames[s])
         if cached is not None:
             out[s] = cached
     todo = {s: frames[s] for s in scenes if s not in out}
 
     def save(s, acc):
         if results_dir is not None:
-            _save_result(_result_path(results_dir, s), keys[s], frames[s], acc)
+            _save_result(_result_path(results_dir, s, protocol), keys[s], frames[s], acc)
 
     bar = _Bar(sum(map(len, todo.values())), progress)
-    if nproc <= 1 or sum(map(len, todo.values())) <= 1:
-        for s in todo:
-            out[s] = evaluate_scene(root, dump_dir, camera, s, frames[s], sdf_sample_seed,
-                                    lambda *_: bar.step())
-            save(s, out[s])
+    timer = _FrameTimer(frame_timeout)
+    if (nproc <= 1 or sum(map(len, todo.values())) <= 1) and timer.usable:
+        def started(s, f):
+            bar.step()
+            timer.start(s, f)
+        with timer:
+            for s in todo:
+                out[s] = evaluate_scene(root, dump_dir, camera, s, frames[s], sdf_sample_seed,
+                                        started, protocol)
+                timer.stop()
+                save(s, out[s])
         return {s: out[s] for s in scenes}
     for s in [s for s in todo if not todo[s]]:
-        out[s] = np.zeros((0, TOP_K, 6))
+        out[s] = np.zeros((0, protocol.top_k, 6))
         save(s, out[s])
-    units = work_units(todo, nproc)
-    whole = {s: (_result_path(results_dir, s), keys[s]) for s, f in units
+    units = work_units(todo, max(1, nproc))
+    if frame_timeout is None:
+        frame_timeout = math.inf
+    whole = {s: (_result_path(results_dir, s, protocol), keys[s]) for s, f in units
              if results_dir is not None and len(f) == len(frames[s])}
     parts: Dict[int, Dict[int, np.ndarray]] = {s: {} for s in todo}
     ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
     progress_queue = ctx.Queue()
     models_folder = tempfile.TemporaryDirectory(prefix='mmgrasp-models-')
-    pool = cf.ProcessPoolExecutor(min(nproc, len(units)), mp_context=ctx,
+    pool = cf.ProcessPoolExecutor(min(max(1, nproc), len(units)), mp_context=ctx,
                                   initializer=_init_worker,
                                   initargs=(progress_queue, models_folder.name))
     try:
         _read_models_once(pool, root, camera, list(todo), frame_timeout)
         futures = {pool.submit(_worker, root, dump_dir, camera, s, f, sdf_sample_seed,
-                               whole.get(s)): (s, f) for s, f in units}
+                               whole.get(s), protocol): (s, f) for s, f in units}
         current: Dict[int, tuple] = {}  # pid -> (scene, frame, started)
         pending = set(futures)
         while pending:
@@ -322,7 +409,7 @@ def _read_models_once(pool: cf.ProcessPoolExecutor, root: str, camera: str,
         for d in dirs:
             users.setdefault(d, []).append(s)
     reads = {pool.submit(read_model, d): d for d in users}
-    done, pending = cf.wait(reads, timeout=timeout)
+    done, pending = cf.wait(reads, timeout=None if math.isinf(timeout) else timeout)
     if pending:
         raise EvaluationError(f'reading the models of scenes {scenes}: no result after '
                               f'{timeout:.0f} s (frame_timeout)')
@@ -352,6 +439,21 @@ def summarize(accuracy: Dict[int, np.ndarray]) -> Dict[str, float]:
         if arrays:
             for name, value in figures(arrays).items():
                 out[f'{split}/{name}'] = value
+    return out
+
+
+def evaluate_sizes(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
+                   frames: Optional[Dict[int, Sequence[int]]] = None,
+                   **options) -> Dict[str, float]:
+    """Scale-Balanced-Grasp's AP by grasp width (``evaluate_scale.py``): the dump evaluated
+    once per :data:`SIZE_PROTOCOLS` (each a whole evaluation of the width-filtered dump) with
+    :func:`evaluate_dump` (``options``: its keywords). Returns ``small/AP``,
+    ``small/seen/AP``, ... as :func:`summarize` names them."""
+    out: Dict[str, float] = {}
+    for protocol in SIZE_PROTOCOLS:
+        accuracy = evaluate_dump(root, dump_dir, camera, scenes, frames, protocol=protocol,
+                                 **options)
+        out.update({f'{protocol.name}/{k}': v for k, v in summarize(accuracy).items()})
     return out
 
 

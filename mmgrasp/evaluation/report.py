@@ -1,22 +1,44 @@
-"""The results table tools/test.py and eval_dump.py print (markdown)."""
-from typing import Dict, Mapping
+"""The results tables tools/test.py and eval_dump.py print (markdown)."""
+from typing import Dict, Mapping, Optional
 
 SPLIT_ORDER = ('seen', 'similar', 'novel')
+SIZES = ('small', 'medium', 'large')
 
 
-def results_table(figures: Mapping[str, float], settings: Mapping[str, object]) -> str:
-    """AP / AP0.8 / AP0.4 per split present (and over all frames), then the settings."""
-    rows = ['| split | frames | AP | AP0.8 | AP0.4 |', '|---|---:|---:|---:|---:|']
-    for split in SPLIT_ORDER:
-        if f'{split}/AP' in figures:
-            rows.append(_row(split, figures, f'{split}/'))
-    if 'AP' in figures:
-        rows.append(_row('all', figures, ''))
-    lines = [*rows, '', '| setting | value |', '|---|---|']
+def results_table(figures: Mapping[str, float], settings: Mapping[str, object],
+                  coverage: Optional[Mapping[str, object]] = None) -> str:
+    """AP / AP0.8 / AP0.4 per split present (and over all frames); the AP by grasp width when
+    ``figures`` hold it (``small/AP`` ...); then the settings. An incomplete or sampled
+    evaluation (``coverage``, see :mod:`.coverage`) is labelled above the table and in it."""
+    lines = []
+    if coverage and not coverage['complete']:
+        lines += [f'**{coverage["label"]}** ({coverage["details"]})', '']
+    lines += _table(figures, '')
+    if any(f'{size}/AP' in figures for size in SIZES):
+        lines += ['', "AP by grasp width (Scale-Balanced-Grasp's evaluate_scale.py: small < 0.04 m,"
+                  ' medium 0.04-0.07 m, large >= 0.07 m; 5 grasps per object, precision@1..20)',
+                  '', '| width | split | frames | AP | AP0.8 | AP0.4 |',
+                  '|---|---|---:|---:|---:|---:|']
+        for size in SIZES:
+            lines += _table(figures, f'{size}/')[2:]
+    lines += ['', '| setting | value |', '|---|---|']
+    if coverage and not coverage['complete']:
+        lines.append(f'| frames | {coverage["label"]} |')
     lines += [f'| {k} | {v} |' for k, v in settings.items()]
     return '\n'.join(lines)
 
 
-def _row(name: str, figures: Dict[str, float], prefix: str) -> str:
-    return (f'| {name} | {int(figures[prefix + "frames"])} | {figures[prefix + "AP"]:.2f} | '
+def _table(figures: Mapping[str, float], size: str) -> list:
+    rows = ['| split | frames | AP | AP0.8 | AP0.4 |', '|---|---:|---:|---:|---:|']
+    for split in SPLIT_ORDER:
+        if f'{size}{split}/AP' in figures:
+            rows.append(_row(split, figures, f'{size}{split}/', size))
+    if f'{size}AP' in figures:
+        rows.append(_row('all', figures, size, size))
+    return rows
+
+
+def _row(name: str, figures: Dict[str, float], prefix: str, size: str) -> str:
+    lead = f'| {size[:-1]} ' if size else ''
+    return (f'{lead}| {name} | {int(figures[prefix + "frames"])} | {figures[prefix + "AP"]:.2f} | '
             f'{figures[prefix + "AP0.8"]:.2f} | {figures[prefix + "AP0.4"]:.2f} |')

@@ -1,10 +1,13 @@
 """tools/test.py evaluates a GSNet demo checkpoint on synthetic test scenes: it prints the AP
-table per split with the settings, writes the JSON next to the dump, and a rerun resumes."""
+table per split with the settings (labelled as a sample of the split), writes the JSON next to
+the dump; --scale-ap adds the AP by grasp width, --frame-stride samples; GraspNetEval.eval_seen
+gives the same numbers; --diagnose's counts add up on the model's dump."""
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from mmgrasp.datasets.graspness import generate_graspness
@@ -76,8 +79,42 @@ def test_test_tool_prints_the_ap_table(eval_root, tmp_path):
     assert payload['settings']['collision threshold'].startswith('0.01')
     assert sorted(os.listdir(os.path.join(dump, 'eval_realsense'))) == ['scene_0100.npz',
                                                                         'scene_0130.npz']
-    # the figures reach the visualisation backend like any metric
+    # 2 of the 90 test scenes, 2 frames each: labelled, and so in the visualisation backend
+    label = 'sampled: 4 of 23040 frames, not comparable with published AP'
+    assert payload['coverage']['label'] == label and f'**{label}**' in out.stdout
     (scalars, ) = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / 't') for f in fs
                    if f == 'scalars.json']
     with open(scalars) as f:
-        assert any('graspnet/AP' in json.loads(line) for line in f)
+        logged = [json.loads(line) for line in f]
+    assert any(e.get('graspnet_sampled/label') == label and 'graspnet_sampled/AP' in e
+               for e in logged)
+    assert not any('graspnet/AP' in e for e in logged)
+
+    # the graspnetAPI drop-in on the same dump: graspnetAPI's shapes, tools/test.py's numbers
+    from mmgrasp.evaluation import GraspNetEval
+    with pytest.warns(UserWarning, match='seen: 1 of 30 scenes'):
+        res, ap = GraspNetEval(eval_root, 'realsense').eval_seen(dump, proc=2)
+    assert res.shape == (1, 2, 50, 6)
+    assert 100 * ap == pytest.approx(figures['seen/AP'], abs=1e-9)
+
+    # the size split and a frame sample
+    dump2 = str(tmp_path / 'dump2')
+    out = _run('tools/test.py', config, ckpt, '--dump', dump2, '--work-dir',
+               str(tmp_path / 't2'), '--scale-ap', '--frame-stride', '2',
+               '--collision-thresh', '0')
+    assert '| width | split | frames | AP | AP0.8 | AP0.4 |' in out.stdout
+    for size in ('small', 'medium', 'large'):
+        assert f'| {size} | seen | 1 |' in out.stdout
+    with open(os.path.join(dump2, 'graspnet_realsense.json')) as f:
+        payload = json.load(f)
+    assert payload['coverage']['frame_ids'] == {'100': [0], '130': [0]}
+    assert 'sampled: 2 of 23040 frames' in payload['coverage']['label']
+    assert np.isfinite([payload['figures'][f'{s}/AP'] for s in ('small', 'medium', 'large')]).all()
+
+    # diagnostics of the model's dump (frame 0 of each scene): the counts add up to the AP's
+    sys.path.insert(0, os.path.join(REPO, 'tests', 'unit', 'evaluation'))
+    from test_diagnostics import check_diagnostics
+    diag = str(tmp_path / 'diag')
+    _run('tools/analysis/eval_dump.py', eval_root, dump2, '--camera', 'realsense', '--scenes',
+         '100', '130', '--frames', '0', '--diagnose', diag, '--no-progress')
+    assert check_diagnostics(eval_root, dump2, diag, [100, 130], frames=[0]) > 0

@@ -2,19 +2,20 @@
 step of ``eval_scene``, as array operations."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
 from .contacts import close_jaws
 from .force_closure import GRASPNET_FRICTION_COEFFICIENTS, force_closure_min_friction
-from .gripper import gripper_collision
+from .gripper import gripper_contacts
 from .nms import grasp_nms
 from .points import PosedTable, in_box, nearest_indices, transform_points
 from .sdf import SignedDistanceField
 from .sorting import legacy_numpy_argsort
 
 EVAL_FRICTION_COEFFICIENTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
+CUT_RANK = 50  # eval_grasp keeps the grasps scoring at least the 50th best (remain_mask[49])
 
 
 def dexnet_grasp_params(grasps: np.ndarray, pose: np.ndarray):
@@ -65,7 +66,8 @@ def precision_at_k(scores: np.ndarray, top_k: int = 50,
 def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                    sdfs: Sequence[SignedDistanceField], poses: Sequence[np.ndarray],
                    table: PosedTable | None, top_k: int = 50, max_width: float = 0.1,
-                   per_object: int = 10) -> dict:
+                   per_object: int = 10,
+                   width_range: Optional[Tuple[float, float]] = None) -> dict:
     """graspnetAPI's per-frame evaluation of a dump (tied scores ordered as graspnetAPI's
     sorts order them, see :mod:`.sorting`).
 
@@ -74,18 +76,35 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         models: downsampled model points per object, object frame.
         sdfs: the objects' SDFs, same order. poses: float32 4x4 object -> camera.
         table: the table points posed in the camera frame, or None.
+        top_k: rows of the precision array (graspnetAPI 50, Scale-Balanced-Grasp's size split
+            20); the score cut stays at rank 50 whatever it is (``eval_grasp`` hard-codes it).
+        per_object: best grasps kept per object (graspnetAPI 10, Scale-Balanced-Grasp 5).
+        width_range: keep only grasps with ``lo <= width < hi`` after clipping (the size
+            split); None keeps all.
 
     Returns:
         dict(accuracy=(top_k, 6), grasps=kept rows sorted by confidence, scores=their
-        friction coefficient or -1, collision=their collision-or-empty mask).
+        friction coefficient or -1, collision=their collision-or-empty mask, and the parts
+        the diagnostics report from the same run: hit (a finger or the palm in a point),
+        empty (fewer than 10 points between the fingers), object (index into ``models``)
+        per kept grasp, and the counts dumped / in_width / after_nms.)
     """
     grasps = np.array(grasps).reshape(-1, 17)
-    empty = dict(accuracy=np.zeros((top_k, len(EVAL_FRICTION_COEFFICIENTS))),
-                 grasps=np.zeros((0, 17)), scores=np.zeros(0), collision=np.zeros(0, bool))
+    counts = dict(dumped=len(grasps), in_width=0, after_nms=0)
+    out = dict(accuracy=np.zeros((top_k, len(EVAL_FRICTION_COEFFICIENTS))),
+               grasps=np.zeros((0, 17)), scores=np.zeros(0), collision=np.zeros(0, bool),
+               hit=np.zeros(0, bool), empty=np.zeros(0, bool),
+               object=np.zeros(0, np.int64), **counts)
     if len(grasps) == 0 or len(models) == 0:
-        return empty
+        return out
     grasps[:, 1] = np.clip(grasps[:, 1], 0, max_width)
+    if width_range is not None:
+        grasps = grasps[(grasps[:, 1] >= width_range[0]) & (grasps[:, 1] < width_range[1])]
+    out['in_width'] = len(grasps)
+    if len(grasps) == 0:
+        return out
     grasps = grasp_nms(grasps, 0.03, 30.0 / 180 * np.pi)
+    out['after_nms'] = len(grasps)
     posed = [transform_points(m, p) for m, p in zip(models, poses)]
     owner = np.concatenate([np.full(len(m), i) for i, m in enumerate(posed)])
     scene = np.concatenate(posed, axis=0)
@@ -96,32 +115,37 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         per_obj.append(g[legacy_numpy_argsort(g[:, 0])[::-1]][:per_object])
     stacked = np.vstack(per_obj)
     if len(stacked) == 0:
-        return empty
+        return out
     ranked = legacy_numpy_argsort(stacked[:, 0])[::-1]
-    min_score = stacked[ranked[min(top_k - 1, len(ranked) - 1)], 0]
+    min_score = stacked[ranked[min(CUT_RANK - 1, len(ranked) - 1)], 0]
     per_obj = [g[g[:, 0] >= min_score] for g in per_obj]
     boxes = {i: (posed[i].min(axis=0) - 0.05, posed[i].max(axis=0) + 0.05)
              for i, g in enumerate(per_obj) if len(g)}
     if not boxes:  # NaN scores pass no threshold
-        return empty
+        return out
     if table is not None:  # only the table points that the boxes of these objects can hold
         lo = np.min([b[0] for b in boxes.values()], axis=0)
         hi = np.max([b[1] for b in boxes.values()], axis=0)
         scene = np.concatenate([scene, table.inside(lo, hi)])
-    kept, scores, collided = [], [], []
+    kept, scores, hits, empties, objects = [], [], [], [], []
     for i, (lo, hi) in boxes.items():
         g = per_obj[i]
         work = scene[in_box(scene, lo, hi)]
-        collision, _ = gripper_collision(g, work)
+        hit, empty = gripper_contacts(g, work)
         score = np.full(len(g), -1.0)
-        free = ~collision
+        free = ~(hit | empty)
         if free.any():
             score[free] = grasp_friction(g[free], poses[i], sdfs[i])
         kept.append(g)
         scores.append(score)
-        collided.append(collision)
-    kept, scores, collided = np.concatenate(kept), np.concatenate(scores), np.concatenate(collided)
+        hits.append(hit)
+        empties.append(empty)
+        objects.append(np.full(len(g), i, np.int64))
+    kept = np.concatenate(kept)
     order = legacy_numpy_argsort(-kept[:, 0])
-    kept, scores, collided = kept[order], scores[order], collided[order]
-    return dict(accuracy=precision_at_k(scores, top_k), grasps=kept, scores=scores,
-                collision=collided)
+    out.update(grasps=kept[order], scores=np.concatenate(scores)[order],
+               hit=np.concatenate(hits)[order], empty=np.concatenate(empties)[order],
+               object=np.concatenate(objects)[order])
+    out['collision'] = out['hit'] | out['empty']
+    out['accuracy'] = precision_at_k(out['scores'], top_k)
+    return out

@@ -33,9 +33,20 @@ def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.
         (collision, empty) bool (G,) each; collision includes empty (fewer than
         ``empty_thresh`` points between the fingers), as graspnetAPI counts it.
     """
+    hit, empty = gripper_contacts(grasps, points, height, depth_base, finger_width,
+                                  empty_thresh, chunk)
+    return hit | empty, empty
+
+
+def gripper_contacts(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,
+                     depth_base: float = 0.02, finger_width: float = 0.01,
+                     empty_thresh: int = 10, chunk: int = 64):
+    """The two verdicts :func:`gripper_collision` merges, apart: (hit, empty) bool (G,) each -
+    points inside a finger or the palm, and fewer than ``empty_thresh`` points between the
+    fingers (a grasp can be both)."""
     grasps = np.asarray(grasps)
     g = len(grasps)
-    collision = np.zeros(g, dtype=bool)
+    hit = np.zeros(g, dtype=bool)
     empty = np.zeros(g, dtype=bool)
     for s in range(0, g, chunk):
         part = grasps[s:s + chunk]
@@ -58,10 +69,9 @@ def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.
         bottom = mask3 & mask5 & mask7
         inner = mask2 & ~mask4 & ~mask6
         e = np.bincount(grasp[inner], minlength=len(part)) < empty_thresh
-        hit = np.bincount(grasp[left | right | bottom], minlength=len(part)) > 0
-        collision[s:s + chunk] = hit | e
+        hit[s:s + chunk] = np.bincount(grasp[left | right | bottom], minlength=len(part)) > 0
         empty[s:s + chunk] = e
-    return collision, empty
+    return hit, empty
 
 
 class ModelFreeCollisionDetector:

@@ -1,12 +1,15 @@
 """GraspNetMetric: GraspNet-1Billion AP (graspnetAPI's protocol) inside mmengine's test loop."""
 import os
-from typing import Dict, List, Optional, Sequence
+import warnings
+from typing import Dict, List, Optional, Sequence, Union
 
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from mmgrasp.registry import METRICS
-from ..graspnet_eval import EVALUATOR_VERSION, evaluate_dump, summarize, write_json
+from ..coverage import check_coverage, coverage, split_names
+from ..graspnet_eval import (EVALUATOR_VERSION, evaluate_dump, evaluate_sizes, summarize,
+                             write_json)
 from .grasp_dump import write_frame_dump
 
 
@@ -19,6 +22,12 @@ class GraspNetMetric(BaseMetric):
     Per-scene results are kept in ``<dump_dir>/eval_<camera>/`` (a rerun resumes) and the
     figures go to ``<dump_dir>/graspnet_<camera>.json``.
 
+    Frames that are not the whole split (scenes missing on disk, ``frames`` / ``frame_stride``
+    of the dataset) are evaluated and labelled "sampled: N of M frames, not comparable with
+    published AP" (:mod:`mmgrasp.evaluation.coverage`): in the JSON (``coverage``), in the
+    returned metrics (``sampled``, a string) and by a warning; ``require_complete`` makes that
+    an error before any frame is evaluated.
+
     Args:
         data_root: dataset root holding ``scenes/`` and ``models/``.
         camera: 'realsense' or 'kinect'.
@@ -29,6 +38,11 @@ class GraspNetMetric(BaseMetric):
             objectness filter ...); ``tools/test.py`` fills it from the config.
         sdf_sample_seed: reproduce dexnet's random out-of-grid surface sample (see
             :func:`mmgrasp.evaluation.scene_models.scene_assets`).
+        scale_ap: also Scale-Balanced-Grasp's AP by grasp width (``small/AP`` ...; three more
+            evaluations of the width-filtered dump).
+        split: the split the frames should cover ('test', 'test_seen', 'seen', ...; None: the
+            test splits the evaluated scenes belong to); ``tools/test.py`` passes the dataset's.
+        require_complete: raise instead of warning when the frames do not cover the split.
     """
 
     default_prefix = 'graspnet'
@@ -36,6 +50,8 @@ class GraspNetMetric(BaseMetric):
     def __init__(self, data_root: str, camera: str = 'realsense', dump_dir: str = 'work_dirs/dump',
                  nproc: int = 1, frame_timeout: float = 600.0, progress: bool = True,
                  settings: Optional[dict] = None, sdf_sample_seed: Optional[int] = None,
+                 scale_ap: bool = False, split: Optional[str] = None,
+                 require_complete: bool = False,
                  collect_device: str = 'cpu', prefix: Optional[str] = None):
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.data_root = data_root
@@ -46,6 +62,10 @@ class GraspNetMetric(BaseMetric):
         self.progress = progress
         self.settings = dict(settings or {})
         self.sdf_sample_seed = sdf_sample_seed
+        self.scale_ap = bool(scale_ap)
+        split_names(split)  # a wrong name fails here, not after the inference
+        self.split = split
+        self.require_complete = bool(require_complete)
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
@@ -55,20 +75,33 @@ class GraspNetMetric(BaseMetric):
             write_frame_dump(self.dump_dir, sample)
             self.results.append((int(sample['scene']), int(sample['frame'])))
 
-    def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
+    def compute_metrics(self, results: List[tuple]) -> Dict[str, Union[float, str]]:
         frames: Dict[int, List[int]] = {}
         for scene, frame in sorted(set(results)):
             frames.setdefault(scene, []).append(frame)
+        cov = coverage(frames, self.split)
+        logger = MMLogger.get_current_instance()
+        message = check_coverage(cov, self.require_complete, 'GraspNetMetric')
+        if message:
+            logger.warning(message)
+            warnings.warn(message, stacklevel=2)
+        options = dict(nproc=self.nproc,
+                       results_dir=os.path.join(self.dump_dir, f'eval_{self.camera}'),
+                       frame_timeout=self.frame_timeout, progress=self.progress,
+                       sdf_sample_seed=self.sdf_sample_seed)
         accuracy = evaluate_dump(self.data_root, self.dump_dir, self.camera, sorted(frames),
-                                 frames, nproc=self.nproc,
-                                 results_dir=os.path.join(self.dump_dir, f'eval_{self.camera}'),
-                                 frame_timeout=self.frame_timeout, progress=self.progress,
-                                 sdf_sample_seed=self.sdf_sample_seed)
+                                 frames, **options)
         figures = summarize(accuracy)
+        if self.scale_ap:
+            figures.update(evaluate_sizes(self.data_root, self.dump_dir, self.camera,
+                                          sorted(frames), frames, **options))
         payload = dict(figures=figures, scenes=sorted(frames), camera=self.camera,
-                       evaluator=EVALUATOR_VERSION, settings=self.settings,
+                       evaluator=EVALUATOR_VERSION, settings=self.settings, coverage=cov,
                        dump_dir=os.path.abspath(self.dump_dir))
         path = os.path.join(self.dump_dir, f'graspnet_{self.camera}.json')
         write_json(path, payload)
-        MMLogger.get_current_instance().info(f'GraspNet evaluation written to {path}')
-        return {k: v for k, v in figures.items()}
+        logger.info(f'GraspNet evaluation written to {path}')
+        out: Dict[str, Union[float, str]] = dict(figures)
+        if not cov['complete']:
+            out['sampled'] = f'{cov["label"]} ({cov["details"]})'
+        return out

@@ -1,0 +1,131 @@
+"""``mmgrasp-eval`` (and ``tools/analysis/eval_dump.py``): GraspNet-1Billion AP of a dump folder.
+
+    mmgrasp-eval DATA_ROOT DUMP --camera realsense --split seen [--json OUT] [--nproc 4]
+    mmgrasp-eval DATA_ROOT DUMP --camera kinect --scenes 100 101 --frame-stride 10
+    mmgrasp-eval DATA_ROOT DUMP --camera realsense --split seen --scale-ap
+    mmgrasp-eval DATA_ROOT DUMP --camera realsense --scenes 100 --frames 0 1 --diagnose DIR
+
+Prints AP, AP0.8 and AP0.4 (percent) over all frames and per split (``--scale-ap``: also
+Scale-Balanced-Grasp's AP by grasp width); ``--json`` writes them too. Per-scene results are
+kept in ``DUMP/eval_<camera>/``, so an interrupted run resumes. A split whose scenes are not
+all on disk, or a frame stride / list, is evaluated and labelled "sampled: N of M frames, not
+comparable with published AP" (a warning; ``--require-complete`` makes it an error).
+``--diagnose DIR`` writes per-grasp tables, plots and PLY scenes (:mod:`.diagnostics`).
+"""
+import argparse
+import os
+import sys
+from typing import Dict, List, Optional
+
+from .coverage import IncompleteEvaluation, check_coverage, coverage, split_names
+from .graspnet_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, evaluate_sizes,
+                            scene_frames, summarize, write_json)
+from .report import results_table
+
+SPLIT_CHOICES = ('seen', 'similar', 'novel', 'all')
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog='mmgrasp-eval',
+                                description='GraspNet-1Billion AP of a dump folder')
+    p.add_argument('data_root')
+    p.add_argument('dump')
+    p.add_argument('--camera', required=True, choices=('realsense', 'kinect'))
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument('--split', choices=SPLIT_CHOICES,
+                       help="the split's scenes present under DATA_ROOT")
+    which.add_argument('--scenes', type=int, nargs='+')
+    frames = p.add_mutually_exclusive_group()
+    frames.add_argument('--frame-stride', type=int, default=1,
+                        help="every n-th annotated frame of each scene (labelled 'sampled')")
+    frames.add_argument('--frames', type=int, nargs='+',
+                        help="these frames of each scene (labelled 'sampled')")
+    p.add_argument('--require-complete', action='store_true',
+                   help='fail unless every frame of every scene of the split is evaluated')
+    p.add_argument('--scale-ap', action='store_true',
+                   help="also the AP by grasp width (Scale-Balanced-Grasp's evaluate_scale.py)")
+    p.add_argument('--diagnose', metavar='DIR',
+                   help='write per-grasp CSVs, per-scene/object tables, plots and PLY scenes')
+    p.add_argument('--nproc', type=int, default=1, help='evaluation processes')
+    p.add_argument('--frame-timeout', type=float, default=600.0,
+                   help='seconds one frame may take before the run stops with an error')
+    p.add_argument('--json', help='write the figures here')
+    p.add_argument('--no-progress', action='store_true')
+    args = p.parse_args(argv)
+    if args.frame_stride < 1:
+        p.error(f'--frame-stride {args.frame_stride}: expected >= 1')
+    return args
+
+
+def select_frames(root: str, camera: str, scenes: List[int], stride: int = 1,
+                  frames: Optional[List[int]] = None) -> Dict[int, List[int]]:
+    """{scene: frames}: every ``stride``-th annotated frame, or those of ``frames`` (each must
+    be annotated)."""
+    out = {}
+    for s in scenes:
+        annotated = scene_frames(root, camera, s)
+        if frames is None:
+            out[s] = annotated[::stride]
+        else:
+            missing = sorted(set(frames) - set(annotated))
+            if missing:
+                raise FileNotFoundError(f'scene {s}: frames {missing} have no annotation '
+                                        f'(annotated: {annotated[0]}..{annotated[-1]})')
+            out[s] = sorted(set(frames))
+    return out
+
+
+def present_scenes(root: str, camera: str, split: str) -> List[int]:
+    """The scenes of ``split`` with annotations under ``root``."""
+    from .coverage import TEST_SPLITS
+    return [s for name in split_names(split) for s in TEST_SPLITS[name]
+            if os.path.isdir(os.path.join(root, 'scenes', f'scene_{s:04d}', camera,
+                                          'annotations'))]
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    scenes = args.scenes or present_scenes(args.data_root, args.camera, args.split)
+    try:
+        if not scenes:
+            raise FileNotFoundError(f'{args.data_root}: no scene of split {args.split} has '
+                                    f'{args.camera} annotations')
+        frames = select_frames(args.data_root, args.camera, scenes, args.frame_stride,
+                               args.frames)
+        cov = coverage(frames, args.split)
+        message = check_coverage(cov, args.require_complete, 'mmgrasp-eval')
+        if message:
+            print(f'warning: {message}', file=sys.stderr)
+        options = dict(results_dir=f'{args.dump}/eval_{args.camera}', nproc=args.nproc,
+                       frame_timeout=args.frame_timeout, progress=not args.no_progress)
+        if args.diagnose:
+            from .diagnostics import diagnose_dump
+            accuracy = diagnose_dump(args.data_root, args.dump, args.camera, scenes,
+                                     args.diagnose, frames)
+        else:
+            accuracy = evaluate_dump(args.data_root, args.dump, args.camera, scenes, frames,
+                                     **options)
+        figures = summarize(accuracy)
+        if args.scale_ap:
+            figures.update(evaluate_sizes(args.data_root, args.dump, args.camera, scenes,
+                                          frames, **options))
+    except (EvaluationError, FileNotFoundError, IncompleteEvaluation) as err:
+        sys.exit(f'mmgrasp-eval: {err}')
+    settings = dict(camera=args.camera, evaluator=EVALUATOR_VERSION)
+    print()
+    print(results_table(figures, settings, cov))
+    if args.diagnose:
+        print(f'diagnostics: {args.diagnose}')
+    if args.json:
+        write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
+                                   coverage=cov, dump_dir=args.dump))
+    return figures
+
+
+def console() -> None:
+    """The ``mmgrasp-eval`` entry point (exit status 0; main's figures are not an exit code)."""
+    main()
+
+
+if __name__ == '__main__':
+    console()

@@ -1,0 +1,203 @@
+"""Why each grasp scored what it did: per-grasp tables, precision plots and coloured scenes, read
+from the very :func:`evaluate_frame` results the AP is the mean of (``evaluate_scene``'s
+``on_result``), not from a second implementation.
+
+Written into ``out_dir`` (``mmgrasp-eval ... --diagnose DIR``):
+
+- ``scene_%04d/%04d.csv`` per frame: every evaluated grasp (after width clipping, NMS, the best
+  per object and the score cut), best first: rank, object index and id, score, width, mu (the
+  smallest friction coefficient of the list that holds, -1 if none), collided, empty, outcome
+  (``collided`` / ``empty`` / ``force_closure`` / ``no_force_closure``), in_top_k;
+- ``scene_%04d/%04d.ply``: the posed model points (grey), the table points the evaluation used
+  (light grey) and each evaluated gripper, coloured by outcome (legend in the header comments);
+- ``frames.csv``, ``scenes.csv``, ``objects.csv``: counts per frame, scene and object
+  (dumped, in width range, after NMS, evaluated = collided + empty + scored, force closure)
+  and the AP of each frame / scene;
+- ``precision_at_k.png`` (mean precision@k per mu) and ``ap_vs_mu.png`` (AP per mu).
+"""
+from __future__ import annotations
+
+import csv
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .functional import EVAL_FRICTION_COEFFICIENTS, transform_points
+from .graspnet_eval import STANDARD, Protocol, SceneInputs, evaluate_scene, scene_frames
+from .scene_models import read_annotation
+
+OUTCOME_COLOURS = {'collided': (220, 40, 40), 'empty': (60, 110, 230),
+                   'no_force_closure': (240, 170, 0), 'force_closure': (30, 180, 60)}
+GRASP_COLUMNS = ('rank', 'object_index', 'object_id', 'score', 'width', 'mu', 'collided',
+                 'empty', 'outcome', 'in_top_k')
+COUNT_COLUMNS = ('dumped', 'in_width', 'after_nms', 'evaluated', 'collided', 'empty', 'scored',
+                 'force_closure', 'no_force_closure')
+
+
+def outcomes(result: dict) -> np.ndarray:
+    """Per kept grasp of an :func:`evaluate_frame` result: 'collided' (a finger or the palm
+    in a point, whether or not also empty), 'empty', 'force_closure' (mu > 0) or
+    'no_force_closure' (-1: no contact pair, or none of the coefficients holds)."""
+    out = np.where(result['scores'] > 0, 'force_closure', 'no_force_closure').astype(object)
+    out[result['empty']] = 'empty'
+    out[result['hit']] = 'collided'
+    return out
+
+
+def frame_counts(result: dict) -> Dict[str, int]:
+    kinds = outcomes(result)
+    counts = {k: int(result[k]) for k in ('dumped', 'in_width', 'after_nms')}
+    counts['evaluated'] = len(kinds)
+    for name in ('collided', 'empty', 'force_closure', 'no_force_closure'):
+        counts[name] = int(np.sum(kinds == name))
+    counts['scored'] = counts['force_closure'] + counts['no_force_closure']
+    return counts
+
+
+def _write_csv(path: str, columns: Sequence[str], rows: List[Sequence]) -> None:
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w', newline='') as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _ap(acc: np.ndarray) -> List[float]:
+    return [100 * float(acc.mean()), 100 * float(acc[..., 3].mean()),
+            100 * float(acc[..., 1].mean())]
+
+
+def write_scene_ply(path: str, inputs: SceneInputs, frame: int, result: dict,
+                    table_points: Optional[np.ndarray]) -> None:
+    """Binary PLY: model points, table points and the evaluated grippers by outcome."""
+    from mmgrasp.apis.grasp_drawing import gripper_boxes
+    annotation = read_annotation(os.path.join(inputs.cam_dir, 'annotations',
+                                              f'{frame:04d}.xml'))
+    clouds = [transform_points(m, p) for m, (_, p) in zip(inputs.models, annotation)]
+    points = [np.concatenate(clouds) if clouds else np.zeros((0, 3))]
+    colours = [np.tile((150, 150, 150), (len(points[0]), 1))]
+    if table_points is not None and len(table_points):
+        points.append(table_points)
+        colours.append(np.tile((210, 210, 210), (len(table_points), 1)))
+    boxes = gripper_boxes(result['grasps']).reshape(-1, 8, 3)  # (G*4, 8, 3)
+    kinds = np.repeat(outcomes(result), 4)
+    # the 12 triangles of a box whose corners are ordered (i, j, k) in {0, 1}^3
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tri = np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))])
+    base = sum(len(p) for p in points)
+    faces = (tri[None] + base + 8 * np.arange(len(boxes))[:, None, None]).reshape(-1, 3)
+    points.append(boxes.reshape(-1, 3))
+    colours.append(np.repeat([OUTCOME_COLOURS[k] for k in kinds], 8, axis=0).reshape(-1, 3)
+                   if len(kinds) else np.zeros((0, 3)))
+    xyz = np.concatenate(points).astype('<f4')
+    rgb = np.concatenate(colours).astype(np.uint8)
+    vertex = np.empty(len(xyz), dtype=[('x', '<f4'), ('y', '<f4'), ('z', '<f4'),
+                                       ('red', 'u1'), ('green', 'u1'), ('blue', 'u1')])
+    for i, name in enumerate('xyz'):
+        vertex[name] = xyz[:, i]
+    for i, name in enumerate(('red', 'green', 'blue')):
+        vertex[name] = rgb[:, i]
+    face = np.empty(len(faces), dtype=[('n', 'u1'), ('v', '<i4', (3, ))])
+    face['n'], face['v'] = 3, faces
+    legend = ''.join(f'comment {k} {r} {g} {b}\n' for k, (r, g, b) in OUTCOME_COLOURS.items())
+    header = ('ply\nformat binary_little_endian 1.0\ncomment mmgrasp evaluation diagnostics\n'
+              + legend + f'element vertex {len(vertex)}\nproperty float x\nproperty float y\n'
+              'property float z\nproperty uchar red\nproperty uchar green\nproperty uchar blue\n'
+              f'element face {len(face)}\nproperty list uchar int vertex_indices\nend_header\n')
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'wb') as f:
+        f.write(header.encode('ascii'))
+        f.write(vertex.tobytes())
+        f.write(face.tobytes())
+    os.replace(tmp, path)
+
+
+def _plots(out_dir: str, accuracy: np.ndarray) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    mean_k = accuracy.mean(axis=0) if len(accuracy) else np.zeros(accuracy.shape[1:])
+    ks = np.arange(1, mean_k.shape[0] + 1)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, mu in enumerate(EVAL_FRICTION_COEFFICIENTS):
+        ax.plot(ks, mean_k[:, i], label=f'mu = {mu:.1f}')
+    ax.set(xlabel='k (grasps ranked by score)', ylabel='precision@k (mean over frames)',
+           title=f'precision@k, {len(accuracy)} frames', ylim=(0, 1.02))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, 'precision_at_k.png'), dpi=100)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ap = 100 * mean_k.mean(axis=0)
+    ax.plot(EVAL_FRICTION_COEFFICIENTS, ap, marker='o')
+    ax.set(xlabel='friction coefficient mu', ylabel='AP at mu (%)',
+           title=f'AP vs mu (AP = mean over mu: {ap.mean():.2f})', ylim=(0, 102))
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, 'ap_vs_mu.png'), dpi=100)
+    plt.close(fig)
+
+
+def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], out_dir: str,
+                  frames: Optional[Dict[int, Sequence[int]]] = None,
+                  protocol: Protocol = STANDARD, sdf_sample_seed: Optional[int] = None,
+                  ply: bool = True, plots: bool = True) -> Dict[int, np.ndarray]:
+    """Evaluate the dump (one process) writing the files listed in the module docstring;
+    returns {scene: (frames, top_k, 6) accuracy}, the arrays the AP is the mean of."""
+    os.makedirs(out_dir, exist_ok=True)
+    frame_rows: List[tuple] = []
+    scene_rows: List[tuple] = []
+    objects: Dict[int, Dict[str, int]] = {}
+    accuracy: Dict[int, np.ndarray] = {}
+    for scene in scenes:
+        scene_dir = os.path.join(out_dir, f'scene_{scene:04d}')
+        os.makedirs(scene_dir, exist_ok=True)
+        chosen = list(frames[scene]) if frames and scene in frames else \
+            scene_frames(root, camera, scene)
+        inputs = SceneInputs(root, camera, scene, sdf_sample_seed) if ply else None
+        totals = dict.fromkeys(COUNT_COLUMNS, 0)
+
+        def record(s, f, result):
+            ids = [i for i, _ in read_annotation(os.path.join(
+                root, 'scenes', f'scene_{s:04d}', camera, 'annotations', f'{f:04d}.xml'))]
+            kinds = outcomes(result)
+            rows = [(r, int(o), ids[o], float(g[0]), float(g[1]), float(mu), bool(h),
+                     bool(e) and not h, k, r < protocol.top_k)
+                    for r, (o, g, mu, h, e, k) in enumerate(zip(
+                        result['object'], result['grasps'], result['scores'], result['hit'],
+                        result['empty'], kinds))]
+            _write_csv(os.path.join(scene_dir, f'{f:04d}.csv'), GRASP_COLUMNS, rows)
+            counts = frame_counts(result)
+            frame_rows.append((s, f, *[counts[c] for c in COUNT_COLUMNS],
+                               *_ap(result['accuracy'])))
+            for c in COUNT_COLUMNS:
+                totals[c] += counts[c]
+            for o, k in zip(result['object'], kinds):
+                entry = objects.setdefault(ids[o], dict(evaluated=0, **{
+                    n: 0 for n in OUTCOME_COLOURS}))
+                entry['evaluated'] += 1
+                entry[k] += 1
+            if ply:
+                _, models, _, poses, table = inputs.frame(dump_dir, f)
+                posed = np.concatenate([transform_points(m, p) for m, p in zip(models, poses)])
+                # the table points the evaluation can use: within 5 cm of the objects' boxes
+                write_scene_ply(os.path.join(scene_dir, f'{f:04d}.ply'), inputs, f, result,
+                                table.inside(posed.min(0) - 0.05, posed.max(0) + 0.05))
+        accuracy[scene] = evaluate_scene(root, dump_dir, camera, scene, chosen,
+                                         sdf_sample_seed, protocol=protocol, on_result=record)
+        scene_rows.append((scene, len(chosen), *[totals[c] for c in COUNT_COLUMNS],
+                           *_ap(accuracy[scene])))
+    ap_columns = ('AP', 'AP0.8', 'AP0.4')
+    _write_csv(os.path.join(out_dir, 'frames.csv'), ('scene', 'frame', *COUNT_COLUMNS,
+                                                     *ap_columns), frame_rows)
+    _write_csv(os.path.join(out_dir, 'scenes.csv'), ('scene', 'frames', *COUNT_COLUMNS,
+                                                     *ap_columns), scene_rows)
+    _write_csv(os.path.join(out_dir, 'objects.csv'),
+               ('object_id', 'evaluated', *OUTCOME_COLOURS),
+               [(o, e['evaluated'], *[e[n] for n in OUTCOME_COLOURS])
+                for o, e in sorted(objects.items())])
+    if plots:
+        _plots(out_dir, np.concatenate(list(accuracy.values())) if accuracy else
+               np.zeros((0, protocol.top_k, len(EVAL_FRICTION_COEFFICIENTS))))
+    return accuracy

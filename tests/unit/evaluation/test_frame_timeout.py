@@ -1,0 +1,63 @@
+"""frame_timeout holds with one process too (issue 23 item 4): the serial path (the default of
+eval_dump.py and GraspNetMetric) stops a frame that runs past it, as the parallel path does."""
+import threading
+import time
+
+import pytest
+
+from mmgrasp.evaluation import graspnet_eval
+from mmgrasp.evaluation.graspnet_eval import EvaluationError, evaluate_dump
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
+
+
+@pytest.fixture
+def slow_frames(tmp_path, monkeypatch):
+    root, dump = str(tmp_path / 'data'), str(tmp_path / 'dump')
+    centres = write_eval_dataset(root, scene=100, frames=2)
+    for f in (0, 1):
+        write_dump(dump, 100, f, [top_down_grasp(0.9, centres[0])])
+    real = graspnet_eval.evaluate_frame
+
+    def slow(*args, **kwargs):
+        time.sleep(3)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(graspnet_eval, 'evaluate_frame', slow)
+    return root, dump
+
+
+def test_serial_frame_timeout(slow_frames):
+    root, dump = slow_frames
+    start = time.monotonic()
+    with pytest.raises(EvaluationError, match=r'scene 100 frame 0: no result after 1 s'):
+        evaluate_dump(root, dump, 'realsense', [100], nproc=1, frame_timeout=1.0,
+                      progress=False)
+    assert time.monotonic() - start < 2.5  # stopped in the first frame, not after both
+
+
+def test_serial_frame_timeout_off_the_main_thread(slow_frames):
+    """Off the main thread (no SIGALRM there) the frames run in one worker process."""
+    root, dump = slow_frames
+    caught = []
+
+    def run():
+        try:
+            evaluate_dump(root, dump, 'realsense', [100], nproc=1, frame_timeout=1.0,
+                          progress=False)
+        except Exception as err:  # noqa: BLE001 - inspected below
+            caught.append(err)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    assert len(caught) == 1 and 'no result after 1 s (frame_timeout)' in str(caught[0])
+
+
+def test_timer_is_disarmed_after_the_run(tmp_path):
+    root, dump = str(tmp_path / 'data'), str(tmp_path / 'dump')
+    centres = write_eval_dataset(root, scene=100, frames=2)
+    for f in (0, 1):
+        write_dump(dump, 100, f, [top_down_grasp(0.9, centres[0])])
+    acc = evaluate_dump(root, dump, 'realsense', [100], frame_timeout=1.0, progress=False)
+    assert acc[100].shape == (2, 50, 6)
+    time.sleep(1.2)  # an armed timer would raise FrameTimeout here
+    with pytest.raises(ValueError, match='frame_timeout'):
+        evaluate_dump(root, dump, 'realsense', [100], frame_timeout=0, progress=False)
