@@ -5,6 +5,7 @@ the protocol's settings printed with the table).
     python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--nproc N] [--collision-thresh T]
                          [--scale-ap] [--frame-stride K | --frames F ...] [--require-complete]
                          [--dump-only] [--work-dir DIR] [--cfg-options ...]
+                         [--launcher {none,pytorch,slurm}]
 
 Writes ``<dump>/scene_%04d/<camera>/%04d.npy`` per frame, (M, 17) float32 rows of score,
 width, height, depth, rotation (3×3), translation and object id (graspnetAPI's GraspGroup
@@ -16,19 +17,28 @@ Scale-Balanced-Grasp's AP by grasp width. ``--frame-stride`` / ``--frames`` run 
 scene's frames; a sample or a split with scenes missing on disk is labelled "sampled: N of M
 frames, not comparable with published AP" in the table, the JSON and the backends
 (``--require-complete`` makes it an error).
+
+The checkpoint is loaded strictly: one whose tensors do not all fit the config's model (missing,
+unexpected or mis-shaped keys) is refused with the keys named, never evaluated as a partly
+initialised model. ``--launcher pytorch`` (torchrun, one process per GPU or CPU slot) shards the
+frames over the processes; the first one prints the table.
 """
 import argparse
 import json
 import os.path as osp
 
 from mmengine.config import Config, DictAction
+from mmengine.dist import is_main_process
 from mmengine.runner import Runner
 
 from mmgrasp.datasets.graspclutter6d_reader import camera_name
+from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.evaluation.graspnet_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
-from mmgrasp.utils import apply_cli_options, register_all_modules
+from mmgrasp.utils import (add_launcher_args, apply_cli_options, apply_launcher,
+                           init_cpu_distributed, leave_distributed, register_all_modules)
+from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -54,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--work-dir', help='the dir to save logs')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
+    add_launcher_args(parser)
     return parser.parse_args(argv)
 
 
@@ -93,6 +104,7 @@ def main(argv=None) -> dict:
     register_all_modules(False)
     cfg = apply_cli_options(Config.fromfile(args.config), args.config, args.cfg_options,
                             args.work_dir)
+    apply_launcher(cfg, args)
     for key in ('test_dataloader', 'test_cfg', 'test_evaluator'):
         if cfg.get(key) is None:
             raise SystemExit(f'{args.config}: no {key}; the dataset base configs define one')
@@ -126,8 +138,17 @@ def main(argv=None) -> dict:
                 cfg.test_evaluator.nproc = args.nproc
     cfg.load_from = args.checkpoint
     cfg.resume = False
+    init_cpu_distributed(args.launcher)
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    metrics = runner.test()
+    runner.register_hook(CheckpointLoadHook(args.checkpoint, partial=False))
+    try:
+        metrics = runner.test()
+    except CheckpointMismatchError as err:
+        raise SystemExit(f'error: {err}') from None
+    first_process = is_main_process()
+    leave_distributed()
+    if not first_process:
+        return metrics
     if 'dump/frames' in metrics:
         print(f'wrote {metrics["dump/frames"]} frames to {dump_dir}')
     figures = {k[len('graspnet/'):]: v for k, v in metrics.items() if k.startswith('graspnet/')

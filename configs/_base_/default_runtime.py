@@ -28,6 +28,11 @@ env_cfg = dict(
 log_processor = dict(type='LogProcessor', window_size=50, by_epoch=True)
 log_level = 'INFO'
 load_from = None
+# True: fine-tune from a load_from that fits the model only in part; the missing, unexpected and
+# mis-shaped keys are logged and left as initialised. False (default): such a load_from is
+# refused, naming the keys. Resuming and tools/test.py always load strictly (CheckpointLoadHook,
+# registered by tools/train.py and tools/test.py). Not part of the config hash.
+load_from_partial = False
 resume = False
 
 # A fixed seed, never None: the train sampler shuffles with seed + epoch, and with seed=None a

@@ -138,6 +138,13 @@ def open_or_build(folder: str, what: str, error: Type[Exception],
         return _build(folder, what, read, build_into, opened)
 
 
+def _folder_size_text(folder: str) -> str:
+    """The bytes of the files under ``folder``, as MiB or GiB."""
+    size = sum(os.path.getsize(os.path.join(parent, name))
+               for parent, _, names in os.walk(folder) for name in names)
+    return f'{size / 2 ** 30:.2f} GiB' if size >= 2 ** 30 else f'{size / 2 ** 20:.1f} MiB'
+
+
 def _build(folder: str, what: str, read: Callable[[str], Optional[M]],
            build_into: Callable[[str], dict],
            opened: Callable[[str, M, VersionHold], T]) -> T:
@@ -168,7 +175,8 @@ def _build(folder: str, what: str, read: Callable[[str], Optional[M]],
     kept = [entry for entry in sorted(os.listdir(folder))
             if entry.startswith(VERSION_PREFIX) and os.path.join(folder, entry) != version
             and not _remove_if_unused(os.path.join(folder, entry))]
-    print_log(f'{what}: built {version} in {time.time() - t0:.1f}s'
+    print_log(f'{what}: built {version} ({_folder_size_text(version)}) in '
+              f'{time.time() - t0:.1f}s'
               + (f'; kept {len(kept)} older version(s) still in use' if kept else ''),
               logger='current')
     return opened(version, read(version), hold)

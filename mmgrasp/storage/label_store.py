@@ -22,7 +22,7 @@ Bit-packed rows use ``np.packbits(..., bitorder='little')`` over the flattened (
 cell c lives in byte c // 8, bit c % 8 counted from the least significant bit.
 
 The store of a dataset root and tolerance folder lives in one cache folder (the key hashes both
-resolved paths) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
+resolved paths, links followed) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
 beside the old one, which jobs still reading it keep. Every open checks the current version
 against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
 collision labels and each scene's instance list (the reader's ``scene_source_files``:
@@ -92,11 +92,17 @@ def resolved_tolerance_dir(root: str, tolerance_dir: Optional[str] = None) -> st
     return os.path.realpath(tolerance_dir or os.path.join(os.path.abspath(root), 'tolerance'))
 
 
+def resolved_root(root: str) -> str:
+    """A dataset root with links resolved: the same dataset reached through a symbolic link
+    shares one store (on GraspNet-1Billion a second store would be another 7.5 GiB)."""
+    return os.path.realpath(root)
+
+
 def store_path_for(root: str, cache_dir: Optional[str] = None,
                    tolerance_dir: Optional[str] = None) -> str:
-    """Where the store of dataset ``root`` lives: one folder per absolute root path and resolved
+    """Where the store of dataset ``root`` lives: one folder per resolved root path and resolved
     tolerance folder."""
-    root = os.path.abspath(root)
+    root = resolved_root(root)
     key = hashlib.sha1(f'{root}|{resolved_tolerance_dir(root, tolerance_dir)}'.encode()
                        ).hexdigest()[:10]
     name = f'labels-{os.path.basename(root.rstrip(os.sep)) or "root"}-{key}'
@@ -191,8 +197,8 @@ def stale_reason(manifest: dict, reader: GraspSource) -> Optional[str]:
     if manifest.get('format_version') != FORMAT_VERSION:
         return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
                 f'{FORMAT_VERSION}')
-    if manifest.get('root') != os.path.abspath(root):
-        return f'it was built from {manifest.get("root")}, not {os.path.abspath(root)}'
+    if manifest.get('root') != resolved_root(root):
+        return f'it was built from {manifest.get("root")}, not {resolved_root(root)}'
     tolerance = resolved_tolerance_dir(root, tolerance_dir)
     if manifest.get('tolerance_dir') != tolerance:
         return (f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not '
@@ -299,7 +305,7 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
     sources = {}
     for path in _source_files(reader, scenes, objects):
         sources[os.path.relpath(path, reader.root)] = _fingerprint(path)
-    return dict(format_version=FORMAT_VERSION, root=reader.root,
+    return dict(format_version=FORMAT_VERSION, root=resolved_root(reader.root),
                 tolerance_dir=os.path.realpath(reader.tolerance_dir),
                 grid=list(grid or (0, 0, 0)),
                 collision_bitorder=COLLISION_BITORDER,

@@ -1,8 +1,15 @@
 """What every tool does with its command line before building a Runner."""
+import argparse
+import os
 import os.path as osp
+import subprocess
 from typing import Optional
 
+import torch
+import torch.distributed as dist
 from mmengine.config import Config
+
+LAUNCHERS = ('none', 'pytorch', 'slurm')
 
 
 def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict],
@@ -16,3 +23,55 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
     return cfg
+
+
+def add_launcher_args(parser: argparse.ArgumentParser) -> None:
+    """``--launcher {none,pytorch,slurm}`` and the ``--local-rank`` that
+    ``torch.distributed.launch`` passes (torchrun sets ``LOCAL_RANK`` itself); call
+    :func:`apply_launcher` with the parsed arguments."""
+    parser.add_argument('--launcher', choices=LAUNCHERS, default='none', help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def apply_launcher(cfg: Config, args: argparse.Namespace) -> Config:
+    """Set ``cfg.launcher`` (and ``LOCAL_RANK`` when no launcher set it). Without CUDA,
+    mmengine's DDP defaults (``device_ids=[LOCAL_RANK]``, nccl) cannot work: the model wrapper
+    gets ``device_ids=None`` and the process group gloo. Configs stay device-agnostic; the
+    machine decides here."""
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    cfg.launcher = args.launcher
+    if args.launcher != 'none' and not torch.cuda.is_available():
+        wrapper_cfg = dict(type='MMDistributedDataParallel',
+                           find_unused_parameters=cfg.get('find_unused_parameters', False))
+        wrapper_cfg.update(cfg.get('model_wrapper_cfg') or {})
+        wrapper_cfg.update(device_ids=None, broadcast_buffers=False)
+        cfg.model_wrapper_cfg = wrapper_cfg
+        cfg.setdefault('env_cfg', {}).setdefault('dist_cfg', {})['backend'] = 'gloo'
+    return cfg
+
+
+def init_cpu_distributed(launcher: str) -> None:
+    """Start the gloo process group before the Runner does, on a CPU-only machine: mmengine's
+    ``init_dist`` calls ``torch.cuda.set_device``, which fails on a CPU-only torch. The Runner
+    then finds the group and keeps it. Slurm's variables are mapped to torch's first, as
+    mmengine does. Does nothing with ``launcher='none'``, with CUDA or when a group exists."""
+    if launcher == 'none' or torch.cuda.is_available() or dist.is_initialized():
+        return
+    if launcher == 'slurm':
+        node_list = os.environ['SLURM_NODELIST']
+        os.environ.setdefault('MASTER_ADDR', subprocess.getoutput(
+            f'scontrol show hostname {node_list} | head -n1'))
+        os.environ.setdefault('MASTER_PORT', '29500')
+        os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
+        os.environ['RANK'] = os.environ['SLURM_PROCID']
+        os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
+    dist.init_process_group('gloo')
+
+
+def leave_distributed() -> None:
+    """End a distributed run together: a rank that leaves while another still writes can abort
+    in gloo's teardown ('terminate called without an active exception')."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

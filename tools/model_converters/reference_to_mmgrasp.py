@@ -6,6 +6,8 @@
 
 SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
 GSNet, Scale-Balanced-Grasp): a ``torch.save`` dict whose ``model_state_dict`` holds the weights.
+Weights saved from an ``nn.DataParallel`` / DDP wrapper (every key starting ``module.``) are
+read with the prefix stripped (said on the command line and kept in DST's meta).
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
 strict=True)`` accepts for the model of CONFIG (default: the method's shipped
 ``configs/<method>_deferred.py``).
@@ -32,6 +34,7 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = ('graspnet_baseline', 'gsnet', 'scale_balanced')
+DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
 class ConversionError(ValueError):
@@ -233,7 +236,17 @@ def load_reference(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
     state = checkpoint['model_state_dict']
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ConversionError(f"{path}: 'model_state_dict' is not a dict of tensors")
-    return state, {'epoch': checkpoint.get('epoch')}
+    info = {'epoch': checkpoint.get('epoch')}
+    wrapped = [k for k in state if k.startswith(DATA_PARALLEL_PREFIX)]
+    if state and len(wrapped) == len(state):  # saved from a DataParallel / DDP wrapper
+        state = {k[len(DATA_PARALLEL_PREFIX):]: v for k, v in state.items()}
+        info['stripped_prefix'] = DATA_PARALLEL_PREFIX
+    elif wrapped:
+        raise ConversionError(
+            f"{path}: {len(wrapped)} of {len(state)} keys start with the DataParallel prefix "
+            f"'{DATA_PARALLEL_PREFIX}' ({_listed(wrapped, 3)}) and the others do not: not one "
+            f"model's state dict")
+    return state, info
 
 
 def model_shapes(config: str) -> Dict[str, torch.Size]:
@@ -245,9 +258,10 @@ def model_shapes(config: str) -> Dict[str, torch.Size]:
     return {k: v.shape for k, v in model.state_dict().items()}
 
 
-def convert_file(method: str, src: str, dst: str, config: Optional[str] = None) -> int:
+def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
+                 ) -> Tuple[int, dict]:
     """Convert SRC into DST (written under a temporary name, then renamed); returns the number
-    of tensors."""
+    of tensors and what DST's meta says of SRC."""
     config = config or os.path.join(REPO, 'configs', f'{method}_deferred.py')
     reference, info = load_reference(src)
     try:
@@ -258,7 +272,7 @@ def convert_file(method: str, src: str, dst: str, config: Optional[str] = None) 
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     torch.save({'state_dict': state, 'meta': meta}, dst + '.tmp')
     os.replace(dst + '.tmp', dst)
-    return len(state)
+    return len(state), meta
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -277,10 +291,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     from mmgrasp.utils import register_all_modules
     register_all_modules(False)
     try:
-        count = convert_file(args.method, args.src, args.dst, args.config)
+        count, meta = convert_file(args.method, args.src, args.dst, args.config)
     except ConversionError as err:
         print(f'error: {err}', file=sys.stderr)
         return 1
+    if 'stripped_prefix' in meta:
+        print(f"{args.src}: saved from a DataParallel wrapper; stripped "
+              f"'{meta['stripped_prefix']}' from every key")
     print(f'wrote {count} tensors to {args.dst}')
     return 0
 

@@ -275,3 +275,36 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     folder = store_path_for(dataset_copy, cache)
     versions = [n for n in os.listdir(folder) if n.startswith('store-')]
     assert versions == [os.path.basename(rebuilt.path)], versions
+
+
+def test_a_link_to_the_dataset_shares_its_store_and_the_build_says_size_and_place(
+        dataset_copy, tmp_path):
+    """Reached through a symbolic link, a dataset is the same dataset: one store, not a second
+    full build; a build names where the store went and how big it is."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    link = str(tmp_path / 'linked_graspnet')
+    os.symlink(dataset_copy, link)
+    cache = str(tmp_path / 'cache')
+    assert store_path_for(link, cache) == store_path_for(dataset_copy, cache)
+
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = MMLogger.get_current_instance()
+    logger.addHandler(handler)
+    try:
+        store = build_label_store(GraspNetReader(dataset_copy), cache)
+        built = [m for m in messages if 'built' in m]
+        assert len(built) == 1 and store.path in built[0], messages
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(store.path)
+                   for f in fs)
+        assert f'({size / 2 ** 20:.1f} MiB)' in built[0]
+        messages.clear()
+        through_link = open_label_store(GraspNetReader(link), cache, build=False)
+    finally:
+        logger.removeHandler(handler)
+    assert through_link.path == store.path
+    assert not any('building' in m or 'built' in m for m in messages), messages
+    assert len([e for e in os.listdir(cache) if not e.endswith('.lock')]) == 1

@@ -322,3 +322,31 @@ def test_command_line_exit_status(tmp_path):
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and 'Traceback' not in out.stderr
     assert f'error: {src}: holds a list' in out.stderr
+
+
+def test_data_parallel_prefix_is_stripped_or_named(tmp_path, capsys):
+    """A reference checkpoint saved from nn.DataParallel (every key 'module.'-prefixed)
+    converts to the same weights as the plain one; a state dict that mixes both is refused
+    with the prefix named."""
+    torch.manual_seed(2)
+    state = {k: torch.randn(s) if s else torch.tensor(3)
+             for k, s in reference_layout('graspnet_baseline')['state_dict'].items()}
+    plain, wrapped = tmp_path / 'plain.tar', tmp_path / 'wrapped.tar'
+    torch.save({'model_state_dict': state}, plain)
+    torch.save({'model_state_dict': {f'module.{k}': v for k, v in state.items()}}, wrapped)
+    assert converter.main(['graspnet_baseline', str(plain), str(tmp_path / 'plain.pth')]) == 0
+    assert 'DataParallel' not in capsys.readouterr().out
+    assert converter.main(['graspnet_baseline', str(wrapped), str(tmp_path / 'wrapped.pth')]) == 0
+    assert "saved from a DataParallel wrapper; stripped 'module.' from every key" in \
+        capsys.readouterr().out
+    expected = torch.load(tmp_path / 'plain.pth', weights_only=True)
+    converted = torch.load(tmp_path / 'wrapped.pth', weights_only=True)
+    assert converted['meta']['stripped_prefix'] == 'module.'
+    assert list(converted['state_dict']) == list(expected['state_dict'])
+    for key, value in expected['state_dict'].items():
+        assert torch.equal(converted['state_dict'][key], value), key
+
+    mixed = dict(state)
+    mixed['module.' + next(iter(state))] = mixed.pop(next(iter(state)))
+    err = _refused(tmp_path, capsys, 'graspnet_baseline', {'model_state_dict': mixed})
+    assert "1 of 162 keys start with the DataParallel prefix 'module.'" in err
