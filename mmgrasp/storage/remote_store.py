@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .block_cache import BlockCache, file_key
+from .block_cache import BlockCache, file_key, temp_name
 from .remote_source import RemoteFileChanged, RemoteReadError, is_url, join_url, open_source
 
 MANIFEST = 'manifest.json'
@@ -413,7 +413,7 @@ def _has_size(path: str, size: int) -> bool:
 
 def _write_atomic(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f'{path}.tmp-{os.getpid()}-{threading.get_ident()}'
+    tmp = temp_name(path)
     with open(tmp, 'wb') as f:
         f.write(data)
     os.replace(tmp, path)
