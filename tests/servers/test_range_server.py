@@ -1,9 +1,9 @@
-"""The test range server serves its folder and nothing outside it."""
+"""The test range server: its folder and nothing outside it."""
 import http.client
 
 import pytest
 
-from mmgrasp.storage.range_server import RangeServer
+from servers.range_server import RangeServer
 
 
 @pytest.mark.parametrize('path', ['/%2e%2e/secret.txt', '/../secret.txt',
