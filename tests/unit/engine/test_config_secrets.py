@@ -11,7 +11,8 @@ from mmengine.runner import Runner
 from mmgrasp.engine.hooks import canonical_config, config_hash
 from mmgrasp.storage import LabelStoreError, open_remote_label_store
 
-SECRET, KEY_ID, TOKEN = 'wJalrXUtnFEMI-K7MDENG-secret', 'AKIAIOSFODNN7EXAMPLE', 'FQoGZXIvYXdzE-token'
+SECRET, KEY_ID = 'wJalrXUtnFEMI-K7MDENG-secret', 'AKIAIOSFODNN7EXAMPLE'
+TOKEN = 'FQoGZXIvYXdzE-token'
 REMOTE = dict(gap=4096, storage_options=dict(
     key=KEY_ID, secret=SECRET, client_kwargs=dict(endpoint_url='http://127.0.0.1:9',
                                                   aws_session_token=TOKEN)))
