@@ -23,12 +23,34 @@ import contextlib
 import hashlib
 import mmap
 import os
+import socket
 import threading
 import zlib
 from collections import OrderedDict
 from typing import Dict, Iterator, Optional
 
 import numpy as np
+
+
+def temp_name(path: str) -> str:
+    """A temporary name beside ``path`` that says which process on which host writes it."""
+    return f'{path}.tmp-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}'
+
+
+def _abandoned(name: str) -> bool:
+    """Whether a temporary file was left by a process of this host that no longer runs (a
+    crash mid-write). One of a live process — another reader sharing the folder — or of another
+    host, or a name not written by :func:`temp_name`, is left alone."""
+    host, sep, rest = name.rsplit('.tmp-', 1)[1].rpartition('-')[0].rpartition('-')
+    if not sep or host != socket.gethostname() or not rest.isdigit():
+        return False
+    try:
+        os.kill(int(rest), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return False
 
 
 def file_key(url: str, version: str, size: int) -> str:
@@ -103,7 +125,9 @@ class BlockCache:
         found = []
         for name in os.listdir(self.folder):
             if '.tmp-' in name:
-                os.remove(os.path.join(self.folder, name))  # a crash mid-write
+                if _abandoned(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(os.path.join(self.folder, name))
             elif name.endswith('.log'):
                 key = name[:-4]
                 if not os.path.exists(self._path(key) + '.source'):
@@ -141,7 +165,7 @@ class BlockCache:
         with self._lock:
             if self._tags.get(key) == tag:
                 return
-            tmp = f'{self._path(key)}.source.tmp-{os.getpid()}-{threading.get_ident()}'
+            tmp = temp_name(self._path(key) + '.source')
             with open(tmp, 'w') as f:
                 f.write(f'{url}\n{tag}\n')
             os.replace(tmp, self._path(key) + '.source')

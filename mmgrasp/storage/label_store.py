@@ -44,6 +44,7 @@ from . import view_summaries as summaries
 from .derived_assets import MANIFEST, VersionHold, open_or_build
 from .remote_source import RemoteReadError
 from .remote_store import RemoteStoreError, open_remote_store
+from .secrets import secret_paths
 from .source import DatasetFileError, GraspSource
 
 FORMAT_VERSION = 2
@@ -397,11 +398,20 @@ def open_remote_label_store(url: str, cache_dir: Optional[str] = None,
         url: the published root (or one version folder of it), any fsspec protocol or http(s).
         cache_dir: where the block cache and the mirror live (default ``$MMGRASP_CACHE``).
         options: :class:`~mmgrasp.storage.RemoteOptions` fields, and ``storage_options`` for
-            the fsspec file system (credentials, endpoint).
+            the fsspec file system (endpoint, region; never credentials: these come from the
+            environment or the library's own configuration, see :mod:`mmgrasp.storage.secrets`).
     """
     from torch.utils.data import get_worker_info  # torch only where a remote store opens
     options = dict(options or {})
     storage_options = options.pop('storage_options', None)
+    secret = secret_paths(dict(storage_options=storage_options or {}))
+    if secret:
+        raise LabelStoreError(
+            f'remote label store {url}: {", ".join(secret)} looks like a credential; a config is '
+            f'logged, dumped into the work dir and stored in every checkpoint, so credentials '
+            f'stay out of it: set them in the environment (e.g. AWS_ACCESS_KEY_ID, '
+            f'AWS_SECRET_ACCESS_KEY, AWS_PROFILE) or the library\'s own configuration '
+            f'(~/.aws/credentials, GOOGLE_APPLICATION_CREDENTIALS)')
     try:
         remote = open_remote_store(url, cache_dir or default_cache_dir(), options,
                                    storage_options, offline=get_worker_info() is not None)

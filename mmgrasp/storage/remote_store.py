@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -35,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .block_cache import BlockCache, file_key
+from .block_cache import BlockCache, file_key, temp_name
 from .remote_source import RemoteFileChanged, RemoteReadError, is_url, join_url, open_source
 
 MANIFEST = 'manifest.json'
@@ -46,6 +47,39 @@ _MIRRORED = ('points.npy', 'tolerance_radii.npy', 'score_values.npy')
 
 class RemoteStoreError(RuntimeError):
     """A remote store that cannot be opened or read in this process as it is."""
+
+
+# A published manifest, CURRENT and store id come from the server: untrusted. They name local
+# folders and files (the cache folder, the mirror), so only plain names pass — no absolute path,
+# no '.' or '..', no separator other than '/' between a key's parts.
+_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,127}')
+
+
+def check_name(name, what: str, where: str) -> str:
+    """``name`` when it is one plain file name (a store id, a version), else a clear error."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise RemoteStoreError(f'{where}: {what} {name!r} is not a plain name (letters, digits, '
+                               f'"._-", not starting with "."); refusing a store that would '
+                               f'write outside its cache folder')
+    return name
+
+
+def check_manifest(manifest, where: str) -> None:
+    """Refuse a manifest whose store id or file keys would leave the local cache folder, or
+    whose file entries are not sizes and offsets."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get('files'), dict) \
+            or 'store_id' not in manifest:
+        raise RemoteStoreError(f'{where} lists no files: publish the store with '
+                               f'tools/data/build_label_store.py --upload')
+    check_name(manifest['store_id'], 'store_id', where)
+    for rel, entry in manifest['files'].items():
+        if not isinstance(rel, str) or not all(_NAME.fullmatch(p) for p in rel.split('/')):
+            raise RemoteStoreError(f'{where}: file key {rel!r} is not a relative path of plain '
+                                   f'names (an absolute path or ".." would leave the mirror)')
+        if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(k), int) and entry[k] >= 0 for k in ('size', 'offset')):
+            raise RemoteStoreError(f'{where}: file {rel!r} has no non-negative integer size and '
+                                   f'offset ({entry!r})')
 
 
 @dataclass(frozen=True)
@@ -413,7 +447,7 @@ def _has_size(path: str, size: int) -> bool:
 
 def _write_atomic(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f'{path}.tmp-{os.getpid()}-{threading.get_ident()}'
+    tmp = temp_name(path)
     with open(tmp, 'wb') as f:
         f.write(data)
     os.replace(tmp, path)
@@ -444,7 +478,8 @@ def resolve_version(url: str, source, options: RemoteOptions) -> str:
         if exc.retryable:
             raise
         return url
-    return join_url(url, name.decode().strip())
+    return join_url(url, check_name(name.decode(errors='replace').strip(), 'version',
+                                    join_url(url, CURRENT)))
 
 
 def _opened_index(url: str, cache_dir: str) -> str:
@@ -498,9 +533,7 @@ def open_remote_store(url: str, cache_dir: str, options: Optional[dict] = None,
         manifest = json.loads(raw)
     except ValueError as exc:
         raise RemoteStoreError(f'{join_url(version, MANIFEST)}: unreadable ({exc})') from exc
-    if 'files' not in manifest or 'store_id' not in manifest:
-        raise RemoteStoreError(f'{join_url(version, MANIFEST)} lists no files: publish the '
-                               f'store with tools/data/build_label_store.py --upload')
+    check_manifest(manifest, join_url(version, MANIFEST))
     digest = hashlib.sha1(version.encode()).hexdigest()[:12]
     folder = os.path.join(cache_dir, f'remote-{digest}-{manifest["store_id"]}')
     store = RemoteStore(version, manifest, folder, opts, source)

@@ -13,7 +13,7 @@ from mmgrasp.storage import open_remote_store, publish_store, remote_store
 from mmgrasp.storage.deferred_reader import StoreGrids
 from mmgrasp.storage.label_store import (LabelStoreError, build_label_store,
                                          open_remote_label_store)
-from mmgrasp.storage.range_server import RangeServer
+from servers.range_server import RangeServer
 from mmgrasp.structures import gather_grids
 from mmgrasp.storage.matched_reader import CELL_NAMES
 from mmgrasp.storage.view_summaries import SUMMARY_DTYPES

@@ -15,7 +15,7 @@ hold (random) data, the rest are holes, so the ~8 GB store takes tens of MiB of 
 row's block cache up to its fetched bytes, removed after the row). It is
 published as ``publish_store`` lays it out (version folder, manifest with every file's
 geometry, ``CURRENT``; written in place, since an upload would fill the holes) and served by
-the in-process range server (mmgrasp.storage.range_server) on 127.0.0.1, which delays every
+the in-process test range server (tests/servers/range_server.py) on 127.0.0.1, which delays every
 answer by ``--latency-ms`` (a round trip) and caps the bandwidth of all connections together at
 ``--bandwidth-mib``.
 
@@ -51,11 +51,13 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests'))
+from servers.range_server import RangeServer  # noqa: E402  (a test server, not the package's)
+
 from mmgrasp.storage import deferred_reader, remote_store
 from mmgrasp.storage.deferred_reader import StoreGrids
 from mmgrasp.storage.label_store import (COLLISION_BITORDER, FORMAT_VERSION, packed_row_bytes,
                                          open_remote_label_store)
-from mmgrasp.storage.range_server import RangeServer
 from mmgrasp.storage.remote_source import HTTPSource, join_url
 from mmgrasp.storage.remote_store import (CURRENT, MANIFEST, MIB, RemoteOptions, RemoteStore,
                                           describe_npy)

@@ -3,13 +3,16 @@ import fnmatch
 import hashlib
 import inspect
 import json
+import os.path as osp
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from mmengine.config import Config
+from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 
 from mmgrasp.datasets.transforms.grasp_labels import SampleGraspLabels
 from mmgrasp.registry import HOOKS
+from mmgrasp.storage.secrets import redact
 
 #: Dotted paths (fnmatch patterns) left out of the hash: where a run writes, how it reports and
 #: saves, how it is launched, and loader settings that by design do not change a sample
@@ -55,9 +58,15 @@ def _canonical(value: Any, path: str) -> Any:
 
 
 def canonical_config(cfg: Union[Config, dict]) -> Dict[str, Any]:
-    """The part of a resolved config that defines a run, as plain JSON-able data."""
+    """The part of a resolved config that defines a run, as plain JSON-able data, with every
+    secret-looking option redacted (:mod:`mmgrasp.storage.secrets`)."""
     data = cfg.to_dict() if isinstance(cfg, Config) else dict(cfg)
-    return _canonical(data, '')
+    return _canonical(redact(data), '')
+
+
+def redacted_config(cfg: Config) -> Config:
+    """``cfg`` with every secret-looking option replaced by ``'<redacted>'``."""
+    return Config(redact(cfg.to_dict()), filename=cfg.filename)
 
 
 def config_text(cfg: Union[Config, dict]) -> str:
@@ -106,6 +115,10 @@ class ConfigHashHook(Hook):
     them as a warning instead. A checkpoint without a hash (written without this hook) is
     resumed with a warning. ``load_from`` without resume (fine-tuning) is never checked.
 
+    Secrets stay out of what it writes: the hash input, ``meta['hashed_config']``, and the
+    config mmengine stores in ``meta['cfg']`` and dumps into the work dir are redacted
+    (secret-looking option names, see :mod:`mmgrasp.storage.secrets`).
+
     Priority VERY_HIGH: the check runs before other hooks act on the loaded checkpoint.
     """
 
@@ -123,10 +136,17 @@ class ConfigHashHook(Hook):
     def before_run(self, runner) -> None:
         # Hashed at the start: an unhashable config fails now, not at the first save.
         runner.logger.info(f'config hash: {self.identity(runner)[0]}')
+        if is_main_process():  # the Runner dumped the config as it was: dump it redacted
+            name = (osp.basename(runner.cfg.filename) if runner.cfg.filename is not None
+                    else f'{runner.timestamp}.py')
+            redacted_config(runner.cfg).dump(osp.join(runner.work_dir, name))
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         digest, text = self.identity(runner)
-        checkpoint.setdefault('meta', {}).update(config_hash=digest, hashed_config=text)
+        meta = checkpoint.setdefault('meta', {})
+        meta.update(config_hash=digest, hashed_config=text)
+        if 'cfg' in meta:
+            meta['cfg'] = redacted_config(runner.cfg).pretty_text
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if not runner.cfg.get('resume', False):

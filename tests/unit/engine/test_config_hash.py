@@ -4,6 +4,7 @@ The hook runs on a stand-in runner here (it only reads ``runner.cfg`` and logs);
 tests/integration/test_resume_mid_epoch.py runs it inside real trainings.
 """
 import copy
+import tempfile
 from types import SimpleNamespace
 from unittest import mock
 
@@ -114,7 +115,8 @@ def test_diff_names_the_changed_leaves():
 
 
 def runner(cfg: Config) -> SimpleNamespace:
-    return SimpleNamespace(cfg=cfg, logger=mock.Mock())
+    return SimpleNamespace(cfg=cfg, logger=mock.Mock(), work_dir=tempfile.mkdtemp(),
+                           timestamp='stand-in')
 
 
 def saved_checkpoint(cfg: Config) -> dict:

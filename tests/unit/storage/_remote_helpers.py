@@ -1,5 +1,7 @@
 """Reading helpers shared by the remote store tests."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -58,3 +60,10 @@ def cached_blocks_are_true(store, served_folder):
 def open_http(served, tmp_path, **options):
     server, _, _ = served
     return open_remote_store(server.url, str(tmp_path / 'cache'), options)
+
+
+def dead_pid() -> int:
+    """The id of a process of this host that has ended."""
+    child = subprocess.Popen([sys.executable, '-c', 'pass'])
+    child.wait()
+    return child.pid

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.storage import publish_store, remote_store
-from mmgrasp.storage.range_server import RangeServer
+from servers.range_server import RangeServer
 
 
 def write_version(folder: str, seed: int = 0) -> str:

@@ -2,6 +2,7 @@
 memory://."""
 import multiprocessing
 import os
+import socket
 
 import numpy as np
 import pytest
@@ -9,8 +10,8 @@ import pytest
 from mmgrasp.storage import RemoteStoreError, open_remote_store, publish_store, remote_store
 from mmgrasp.storage.remote_source import join_url
 
-from _remote_helpers import (SCORES, cached_blocks_are_true, expected, logged_blocks, open_http,
-                             read)
+from _remote_helpers import (SCORES, cached_blocks_are_true, dead_pid, expected, logged_blocks,
+                             open_http, read)
 
 
 @pytest.mark.parametrize('block_size,gap', [(64, 0), (256, 1024), (1000, 0), (1 << 16, 1 << 16)])
@@ -188,7 +189,8 @@ def test_crash_leftovers_and_torn_blocks_are_never_served(served, tmp_path):
         f.write(b'\xff\xfe')
     with open(os.path.join(folder, key + '.log'), 'ab') as f:  # half a log record
         f.write(b'\x01\x00')
-    with open(os.path.join(folder, f'{key}.data.tmp-123-4'), 'wb') as f:
+    with open(os.path.join(folder, f'{key}.data.tmp-{socket.gethostname()}-{dead_pid()}-4'),
+              'wb') as f:
         f.write(b'x' * 256)
     remote_store._opened.clear()
     served[0].clear_log()

@@ -109,7 +109,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         if state.latency:
             time.sleep(state.latency)
-        local = os.path.join(self.server.folder, path.lstrip('/'))
+        local = os.path.realpath(os.path.join(self.server.folder, path.lstrip('/')))
+        if os.path.commonpath([local, self.server.folder]) != self.server.folder:
+            return self._answer(path, None, 404, b'not found')  # outside the served folder
         try:
             with open(local, 'rb') as f:
                 st = os.fstat(f.fileno())
@@ -179,7 +181,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, folder: str, state: ServerState):
         super().__init__(('127.0.0.1', 0), _Handler)
-        self.folder, self.state = folder, state
+        self.folder, self.state = os.path.realpath(folder), state
 
     def handle_error(self, request, client_address) -> None:
         pass  # a client that gave up (timeout) closed the socket the answer went to

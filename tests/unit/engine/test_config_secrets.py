@@ -1,0 +1,72 @@
+"""No secret of a config reaches the config hash, the checkpoint or the dumped config, and a
+remote store refuses credentials in its options (they come from the environment)."""
+import glob
+import os
+
+import pytest
+import torch
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+
+from mmgrasp.engine.hooks import canonical_config, config_hash
+from mmgrasp.storage import LabelStoreError, open_remote_label_store
+
+SECRET, KEY_ID = 'wJalrXUtnFEMI-K7MDENG-secret', 'AKIAIOSFODNN7EXAMPLE'
+TOKEN = 'FQoGZXIvYXdzE-token'
+REMOTE = dict(gap=4096, storage_options=dict(
+    key=KEY_ID, secret=SECRET, client_kwargs=dict(endpoint_url='http://127.0.0.1:9',
+                                                  aws_session_token=TOKEN)))
+
+
+class _Line(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, inputs, mode='loss'):
+        return dict(loss=((self.w - inputs) ** 2).mean())
+
+
+def _assert_no_secret(text: str, where: str) -> None:
+    for secret in (SECRET, KEY_ID, TOKEN):
+        assert secret not in text, f'{where} holds {secret}'
+
+
+def test_hash_input_is_redacted_and_ignores_the_secret():
+    cfg = dict(model=dict(type='X'), remote=REMOTE)
+    digest, text = config_hash(cfg)
+    _assert_no_secret(text, 'the hashed config')
+    assert canonical_config(cfg)['remote']['storage_options']['client_kwargs'][
+        'endpoint_url'] == 'http://127.0.0.1:9'  # what is not a secret stays
+    other = dict(remote=dict(REMOTE, storage_options=dict(REMOTE['storage_options'], secret='x')))
+    assert config_hash(dict(model=dict(type='X'), **other))[0] == digest
+
+
+def test_checkpoint_and_dumped_config_hold_no_secret(tmp_path):
+    runner = Runner(
+        model=_Line(), work_dir=str(tmp_path / 'work'),
+        train_dataloader=dict(dataset=[dict(inputs=torch.ones(1))] * 4, batch_size=2,
+                              sampler=dict(type='DefaultSampler', shuffle=False),
+                              collate_fn=dict(type='default_collate')),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1)),
+        train_cfg=dict(by_epoch=True, max_epochs=1),
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1)),
+        custom_hooks=[dict(type='mmgrasp.ConfigHashHook')],
+        cfg=dict(remote=REMOTE, model=dict(type='_Line')))
+    runner.train()
+    checkpoint = torch.load(os.path.join(runner.work_dir, 'epoch_1.pth'), weights_only=False)
+    _assert_no_secret(repr(checkpoint['meta']), 'the checkpoint meta')
+    assert '<redacted>' in checkpoint['meta']['cfg'] and 'gap=4096' in checkpoint['meta']['cfg']
+    dumped = glob.glob(os.path.join(runner.work_dir, '*.py'))
+    assert dumped
+    for path in dumped:
+        with open(path) as f:
+            _assert_no_secret(f.read(), path)
+
+
+@pytest.mark.parametrize('name', ['secret', 'key', 'password'])
+def test_remote_store_refuses_credentials_in_its_options(tmp_path, name):
+    options = dict(storage_options={name: 'x', 'endpoint_url': 'http://127.0.0.1:9'})
+    with pytest.raises(LabelStoreError, match=f'storage_options.{name} looks like a credential'
+                                              f'.*AWS_ACCESS_KEY_ID'):
+        open_remote_label_store('s3://bucket/store', str(tmp_path), options)
