@@ -116,7 +116,15 @@ def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
                        for i, p in enumerate(points)])
     cells = torch.floor(xyz.detach() / voxel_size).long()
     if cells.numel() and int(cells.abs().max()) > MAX_ABS_COORD:
-        raise ValueError(f'points beyond {MAX_ABS_COORD} voxels from the origin')
+        low, high = xyz.detach().amin(dim=0).tolist(), xyz.detach().amax(dim=0).tolist()
+        raise ValueError(
+            f'points beyond {MAX_ABS_COORD} voxels ({MAX_ABS_COORD * voxel_size:g} m at voxel '
+            f'size {voxel_size:g} m) from the origin: the cloud spans x {low[0]:.4g}..'
+            f'{high[0]:.4g}, y {low[1]:.4g}..{high[1]:.4g}, z (depth) {low[2]:.4g}..'
+            f'{high[2]:.4g} m. The depth scale is probably wrong: points must be in metres '
+            f'(depth / factor_depth; GraspNet-1Billion PNGs are millimetres, factor_depth '
+            f'1000), or the depth image holds invalid readings (e.g. 65535) that a workspace '
+            f'mask or max_depth should remove')
     keys, point_to_voxel = torch.unique(hash_coords(torch.cat([batch[:, None], cells], dim=1)),
                                         sorted=True, return_inverse=True)
     point_feats = torch.cat(feats, dim=0)
