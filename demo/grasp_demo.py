@@ -4,14 +4,14 @@
     python demo/grasp_demo.py DEPTH.png --intrinsics K.npy --config CONFIG --checkpoint W \
         [--factor-depth 1000] [--mask MASK.png] [--rgb RGB.png] [--top-k 20] --out grasps.png
 
-DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix, MASK the
-workspace (non-zero pixels kept; the models were trained on the dataset's workspace, see
-GraspInferencer; ``--all-readings`` instead keeps every reading). The picture has the depth
-image's size, from the camera's viewpoint: the cloud coloured by depth (or the RGB image), the ``top-k`` grippers in GraspNet's
-shape (fingers, base and approach line), the best one in yellow. It is rendered offscreen with
-matplotlib's Agg backend (comes with mmengine, needs no display or GL). ``--save-grasps`` also
-writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config (e.g. the
-collision filter's ``model.test_cfg.collision_thresh``).
+DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix, MASK the workspace
+(non-zero pixels kept; the models were trained on the dataset's workspace, see GraspInferencer;
+``--all-readings`` instead keeps every reading). The picture has the depth image's size, from the
+camera's viewpoint: the cloud coloured by depth (or the RGB image), the ``top-k`` grippers in
+GraspNet's shape (fingers, base and approach line), the best one in yellow. It is rendered
+offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
+``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config
+(e.g. the collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
 import sys
