@@ -4,13 +4,14 @@
     python demo/grasp_demo.py DEPTH.png --intrinsics K.npy --config CONFIG --checkpoint W \
         [--factor-depth 1000] [--mask MASK.png] [--rgb RGB.png] [--top-k 20] --out grasps.png
 
-DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix, MASK an optional
-workspace (non-zero pixels kept). The picture has the depth image's size, from the camera's
-viewpoint: the cloud coloured by depth (or the RGB image), the ``top-k`` grippers in GraspNet's
-shape (fingers, base and approach line), the best one in yellow. It is rendered offscreen with
-matplotlib's Agg backend (comes with mmengine, needs no display or GL). ``--save-grasps`` also
-writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config (e.g. the
-collision filter's ``model.test_cfg.collision_thresh``).
+DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix, MASK the workspace
+(non-zero pixels kept; the models were trained on the dataset's workspace, see GraspInferencer;
+``--all-readings`` instead keeps every reading). The picture has the depth image's size, from the
+camera's viewpoint: the cloud coloured by depth (or the RGB image), the ``top-k`` grippers in
+GraspNet's shape (fingers, base and approach line), the best one in yellow. It is rendered
+offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
+``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config
+(e.g. the collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
 import sys
@@ -33,6 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--out', required=True, help='PNG to write')
     parser.add_argument('--factor-depth', type=float, default=1000.0)
     parser.add_argument('--mask', help='workspace mask PNG (non-zero: keep)')
+    parser.add_argument('--all-readings', action='store_true',
+                        help='no workspace mask: keep every reading (not what the models saw)')
     parser.add_argument('--rgb', help='colour image of the same size, drawn instead of depth')
     parser.add_argument('--top-k', type=int, default=20)
     parser.add_argument('--device', default='cpu')
@@ -56,8 +59,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     depth = read_depth(args.depth)
     intrinsics = np.load(args.intrinsics)
-    mask = None if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
-    if mask is not None and mask.ndim == 3:
+    if args.mask is None and not args.all_readings:
+        raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings)')
+    mask = depth > 0 if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
+    if mask.ndim == 3:
         mask = mask.any(axis=-1)
     cfg = Config.fromfile(args.config)
     if args.cfg_options:

@@ -12,6 +12,7 @@ from mmengine.runner import load_checkpoint
 
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
+from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.utils import register_all_modules
 from mmgrasp.utils.random import sample_rng
 
@@ -58,7 +59,19 @@ class GraspInferencer:
     config's ``test_dataloader`` pipeline with :class:`LoadGraspScene` replaced by
     :class:`LoadDepthImage` (same number of points, same draws). Frame ``k`` of a call draws
     its points from ``sample_rng(seed, 0, k)``, as the test dataset's sample ``k`` would, so a
-    dataset frame given with its workspace mask reproduces what tools/test.py dumps for it.
+    dataset frame given with its workspace reproduces what tools/test.py dumps for it.
+
+    Workspace. The models are trained and evaluated on the dataset's masked cloud: readings
+    inside the table-frame box of the segmented objects grown by ``LoadGraspScene``'s
+    ``outlier`` (graspnet-baseline's workspace mask). A call therefore needs a workspace:
+    ``segmentation`` and ``camera_to_table`` apply exactly that rule; ``mask`` gives one of
+    one's own. Without either it is refused (unless the config's ``LoadGraspScene`` has
+    ``use_workspace=False``, whose rule is every reading): every reading of a camera image,
+    walls and floor included, is not what the models saw (on the synthetic scene 100, frames
+    0-3: 5/2/4/3 grasps instead of 38/31/29/29). ``mask=depth > 0`` asks for it explicitly.
+    Readings beyond ``max_depth`` are dropped in any case (with a warning): they bound the
+    collision filter's work (an all-65535 image took 105 s a frame) and catch a wrong
+    ``factor_depth``.
 
     Args:
         config: config path or :class:`Config`.
@@ -67,16 +80,20 @@ class GraspInferencer:
         nms: apply GraspNet's grasp NMS (0.03 m, 30°; as the evaluation does) and sort by score.
         batch_size: frames per forward pass.
         seed: seed of the point sampling (default: the test dataset's).
+        max_depth: farthest reading kept, metres.
     """
 
     def __init__(self, config: Union[str, Config], checkpoint: Optional[str] = None,
                  device: Union[str, torch.device] = 'cpu', nms: bool = True,
-                 batch_size: int = 1, seed: Optional[int] = None) -> None:
+                 batch_size: int = 1, seed: Optional[int] = None,
+                 max_depth: float = 3.0) -> None:
         register_all_modules(False)
         cfg = Config.fromfile(config) if isinstance(config, str) else copy.deepcopy(config)
         if batch_size < 1:
             raise ValueError(f'batch_size must be positive, got {batch_size}')
-        self.cfg, self.nms, self.batch_size = cfg, nms, batch_size
+        if not max_depth > 0:
+            raise ValueError(f'max_depth must be positive (metres), got {max_depth}')
+        self.cfg, self.nms, self.batch_size, self.max_depth = cfg, nms, batch_size, max_depth
         self.model = build_in_scope(MODELS, cfg.model)
         if checkpoint is None:
             warnings.warn('GraspInferencer: no checkpoint, the predictions come from initial '
@@ -88,13 +105,14 @@ class GraspInferencer:
         self.seed = dataset.get('seed', 0) if seed is None else seed
         self.pipeline = self._pipeline(dataset.pipeline)
 
-    @staticmethod
-    def _pipeline(steps: Sequence[dict]) -> List:
+    def _pipeline(self, steps: Sequence[dict]) -> List:
         steps = [dict(s) for s in steps]
         if not steps or steps[0].get('type') != 'LoadGraspScene':
             raise ValueError('GraspInferencer: the test pipeline must start with LoadGraspScene '
                              f'(replaced by LoadDepthImage), got {steps[:1]}')
         load = steps[0]
+        self.outlier = float(load.get('outlier', 0.02))
+        self.use_workspace = bool(load.get('use_workspace', True))
         steps[0] = dict(type='LoadDepthImage', num_points=load.get('num_points', 15000),
                         with_masked_cloud=load.get('with_masked_cloud', False))
         return [build_in_scope(TRANSFORMS, s) for s in steps]
@@ -108,14 +126,60 @@ class GraspInferencer:
             results = transform(results)
         return results
 
+    def _workspace(self, i: int, depth: np.ndarray, k: np.ndarray, factor_depth: float,
+                   mask, segmentation, camera_to_table) -> np.ndarray:
+        """Frame ``i``'s (H, W) bool pixels to keep (see the class docstring)."""
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.dtype != bool or mask.shape != depth.shape:
+                raise ValueError(f'mask {i}: expected bool {depth.shape}, got {mask.dtype} '
+                                 f'{mask.shape}')
+        elif segmentation is not None or camera_to_table is not None:
+            if segmentation is None or camera_to_table is None:
+                raise ValueError(f'frame {i}: the dataset workspace needs both segmentation '
+                                 f'and camera_to_table')
+            seg, pose = np.asarray(segmentation), np.asarray(camera_to_table, np.float64)
+            if seg.shape != depth.shape or pose.shape != (4, 4):
+                raise ValueError(f'frame {i}: segmentation must be {depth.shape} and '
+                                 f'camera_to_table (4, 4), got {seg.shape} and {pose.shape}')
+            mask = np.zeros(depth.size, dtype=bool)
+            mask[masked_pixels(depth, seg, k, factor_depth, pose, self.outlier)] = True
+            mask = mask.reshape(depth.shape)
+        elif self.use_workspace:
+            raise ValueError(
+                'GraspInferencer needs a workspace: segmentation= and camera_to_table= (the '
+                "dataset's rule: the box of the segmented objects in the table frame, grown by "
+                f'{self.outlier:g} m), or mask= ((H, W) bool). The models never saw a whole '
+                'camera image; mask=depth > 0 keeps every reading if that is what you want')
+        else:
+            mask = depth > 0  # the config's LoadGraspScene(use_workspace=False): every reading
+        limit = self.max_depth * factor_depth
+        far = mask & (depth > limit)
+        if far.any():
+            kept = mask & (depth > 0) & ~far
+            seen = depth[mask & (depth > 0)] / factor_depth
+            text = (f'frame {i}: {int(far.sum())} of {int((mask & (depth > 0)).sum())} readings '
+                    f'in the workspace lie beyond max_depth {self.max_depth:g} m (depth seen '
+                    f'{seen.min():.3f}..{seen.max():.3f} m at factor_depth {factor_depth:g})')
+            if not kept.any():
+                raise ValueError(text + ': no point left. Check factor_depth (raw depth / '
+                                 'factor_depth must be metres; GraspNet-1Billion PNGs are '
+                                 'millimetres, factor_depth 1000) and invalid readings '
+                                 '(65535)')
+            warnings.warn(text + '; dropped')
+            mask = kept
+        return mask
+
     def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
-                 factor_depth: float = 1000.0, mask=None
-                 ) -> Union[np.ndarray, List[np.ndarray]]:
+                 factor_depth: float = 1000.0, mask=None, segmentation=None,
+                 camera_to_table=None) -> Union[np.ndarray, List[np.ndarray]]:
         """Grasps of one depth image, (N, 17) float32 GraspGroup rows (score, width, height,
         depth, rotation 3×3, translation, object id −1), best first when ``nms``; or a list of
-        those for a list of images (``intrinsics`` and ``mask`` then one for all, or a list).
+        those for a list of images (the other arguments then one for all, or a list).
 
-        ``mask``: (H, W) bool workspace; None keeps every pixel with a depth reading.
+        The workspace (see the class docstring): ``segmentation`` ((H, W) object labels, 0 for
+        the background) with ``camera_to_table`` ((4, 4) camera pose in the table frame) for
+        the dataset's rule, or ``mask`` ((H, W) bool, pixels to keep).
         """
         single = not isinstance(depth, (list, tuple))
         depths = [read_depth(d) for d in ([depth] if single else depth)]
@@ -131,13 +195,9 @@ class GraspInferencer:
             return [value] * len(depths)
 
         ks = [check_intrinsics(k) for k in per_frame(intrinsics, 'intrinsics')]
-        masks = per_frame(mask, 'masks')
-        for i, (d, m) in enumerate(zip(depths, masks)):
-            if m is not None:
-                m = np.asarray(m)
-                if m.dtype != bool or m.shape != d.shape:
-                    raise ValueError(f'mask {i}: expected bool {d.shape}, got {m.dtype} {m.shape}')
-                masks[i] = m
+        masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
+            depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
+            per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
         grasps = []
         for start in range(0, len(depths), self.batch_size):
             chunk = range(start, min(start + self.batch_size, len(depths)))

@@ -22,10 +22,10 @@ Bit-packed rows use ``np.packbits(..., bitorder='little')`` over the flattened (
 cell c lives in byte c // 8, bit c % 8 counted from the least significant bit.
 
 The store of a dataset root and tolerance folder lives in one cache folder (the key hashes both
-resolved paths, links followed) as versions (see :mod:`.derived_assets`): a stale store is rebuilt as a new version
-beside the old one, which jobs still reading it keep. Every open checks the current version
-against its sources' (size, mtime): grasp labels, tolerance files (also ones that appeared),
-collision labels and each scene's instance list (the reader's ``scene_source_files``:
+resolved paths, links followed) as versions (see :mod:`.derived_assets`): a stale store is rebuilt
+as a new version beside the old one, which jobs still reading it keep. Every open checks the
+current version against its sources' (size, mtime): grasp labels, tolerance files (also ones that
+appeared), collision labels and each scene's instance list (the reader's ``scene_source_files``:
 GraspNet-1Billion frame 0's meta and object_id_list.txt, GraspClutter6D scene_gt.json). A stale
 or foreign store is rebuilt (``build=True``) or refused with a message that says how to rebuild
 it.

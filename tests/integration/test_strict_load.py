@@ -103,3 +103,22 @@ def test_train_tool_load_from_is_strict_unless_the_config_says_partial(
             assert torch.equal(value, init[key]), key
         else:
             assert torch.equal(value, state[key]), key
+
+
+def test_test_tool_takes_the_launcher_of_the_train_tool(monkeypatch):
+    """tools/test.py --launcher pytorch sets the config as tools/train.py does (on a CPU-only
+    machine: DDP without device ids over gloo)."""
+    import importlib.util
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    spec = importlib.util.spec_from_file_location('test_tool', os.path.join(REPO, 'tools',
+                                                                          'test.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    args = tool.parse_args(['configs/gsnet_demo.py', 'x.pth', '--launcher', 'pytorch'])
+    assert args.launcher == 'pytorch'
+    from mmgrasp.utils import apply_launcher
+    cfg = apply_launcher(Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py')), args)
+    assert cfg.launcher == 'pytorch'
+    if not torch.cuda.is_available():
+        assert cfg.model_wrapper_cfg.device_ids is None
+        assert cfg.env_cfg.dist_cfg.backend == 'gloo'

@@ -18,7 +18,8 @@ from mmgrasp.storage.secrets import redact
 #: saves, how it is launched, and loader settings that by design do not change a sample
 #: (per-sample RNG from (seed, epoch, index)). None of them changes the trained weights.
 IGNORED_KEYS = (
-    'work_dir', 'resume', 'load_from', 'load_from_partial', 'launcher', 'allow_config_mismatch', 'experiment_name',
+    'work_dir', 'resume', 'load_from', 'load_from_partial', 'launcher', 'allow_config_mismatch',
+    'experiment_name',
     'log_level', 'log_processor', 'visualizer',
     'default_hooks.timer', 'default_hooks.logger', 'default_hooks.checkpoint',
     'default_hooks.invalid_loss',

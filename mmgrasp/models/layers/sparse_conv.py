@@ -152,7 +152,15 @@ def voxelize(points: Union[Tensor, Sequence[Tensor]], voxel_size: float,
     *bounds, largest = torch.cat([torch.searchsorted(keys, starts), largest[None]]).tolist()
     bounds = [0] + bounds + [len(keys)]
     if largest > MAX_ABS_COORD:
-        raise ValueError(f'points beyond {MAX_ABS_COORD} voxels from the origin')
+        low, high = xyz.detach().amin(dim=0).tolist(), xyz.detach().amax(dim=0).tolist()
+        raise ValueError(
+            f'points beyond {MAX_ABS_COORD} voxels ({MAX_ABS_COORD * voxel_size:g} m at voxel '
+            f'size {voxel_size:g} m) from the origin: the cloud spans x {low[0]:.4g}..'
+            f'{high[0]:.4g}, y {low[1]:.4g}..{high[1]:.4g}, z (depth) {low[2]:.4g}..'
+            f'{high[2]:.4g} m. The depth scale is probably wrong: points must be in metres '
+            f'(depth / factor_depth; GraspNet-1Billion PNGs are millimetres, factor_depth '
+            f'1000), or the depth image holds invalid readings (e.g. 65535) that a workspace '
+            f'mask or max_depth should remove')
     coords = unhash_coords(keys)
     coords[:, 0] %= max(batch_size, 1)
     sets = [(coords[lo:hi], keys[lo:hi] - ((level * batch_size) << (3 * _BITS)))

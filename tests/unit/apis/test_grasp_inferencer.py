@@ -56,8 +56,49 @@ def test_inferencer_equals_the_test_tool_dump(setup, synthetic_root, tmp_path):
     grasps = inferencer(png, k, factor, mask)
     np.testing.assert_array_equal(grasps, grasp_nms(expected).astype(np.float32))
     assert (np.diff(grasps[:, 0]) <= 0).all()
-    # the workspace mask matters: without it more of the image is sampled
-    assert not np.array_equal(inferencer(depth, k, factor), grasps)
+    # the workspace matters: every reading samples more of the image
+    assert not np.array_equal(inferencer(depth, k, factor, depth > 0), grasps)
+
+
+def test_inferencer_applies_the_datasets_workspace_or_refuses(setup, synthetic_root):
+    """Given the frame's segmentation and table pose, the inferencer applies the dataset's
+    workspace rule itself and gives exactly tools/test.py's grasps; with no workspace at all it
+    refuses (it used to keep every reading: another cloud than the dataset's)."""
+    config, checkpoint, dump = setup
+    expected = np.load(os.path.join(dump, 'scene_0000', 'realsense', '0000.npy'))
+    reader = GraspNetReader(synthetic_root, 'realsense')
+    depth, k, factor, _ = frame(synthetic_root, 0, 0)
+    inferencer = GraspInferencer(config, checkpoint, nms=False)
+    grasps = inferencer(depth, k, factor, segmentation=reader.load_segmentation(0, 0),
+                        camera_to_table=reader.trajectory(0).camera_to_table(0))
+    np.testing.assert_array_equal(grasps, expected)
+    with pytest.raises(ValueError, match="needs a workspace: segmentation= and "
+                                         "camera_to_table= .the dataset's rule"):
+        inferencer(depth, k, factor)
+    with pytest.raises(ValueError, match='needs both segmentation and camera_to_table'):
+        inferencer(depth, k, factor, segmentation=reader.load_segmentation(0, 0))
+
+
+def test_inferencer_bounds_the_depth_and_names_a_wrong_scale(setup):
+    """Readings beyond max_depth are dropped with a warning (an all-65535 image used to take
+    105 s a frame in the collision filter); none left: the depth range seen and the likely
+    cause are named."""
+    config, checkpoint, _ = setup
+    inferencer = GraspInferencer(config, checkpoint)
+    k = np.array([[60.0, 0, 25], [0, 60, 20], [0, 0, 1]])
+    saturated = np.full((40, 50), 65535, np.uint16)
+    with pytest.raises(ValueError, match=r'2000 of 2000 readings in the workspace lie beyond '
+                                         r'max_depth 3 m \(depth seen 65.535..65.535 m at '
+                                         r'factor_depth 1000\): no point left. Check '
+                                         r'factor_depth'):
+        inferencer(saturated, k, mask=saturated > 0)
+    half = np.full((40, 50), 600, np.uint16)
+    half[:, 25:] = 65535
+    with pytest.warns(UserWarning, match='1000 of 2000 readings .* beyond max_depth 3 m'):
+        inferencer(half, k, mask=half > 0)
+    with pytest.raises(ValueError, match=r'factor_depth 1\)'):  # millimetres read as metres
+        inferencer(np.full((40, 50), 600, np.uint16), k, factor_depth=1,
+                   mask=np.ones((40, 50), bool))
 
 
 def test_inferencer_batches_frames(setup, synthetic_root):
@@ -79,12 +120,13 @@ def test_inferencer_names_bad_input(setup):
     inferencer = GraspInferencer(config, checkpoint)
     depth = np.full((40, 50), 500, np.uint16)
     k = np.array([[60.0, 0, 25], [0, 60, 20], [0, 0, 1]])
+    everything = np.ones(depth.shape, bool)
     with pytest.raises(TypeError, match='uint16'):
         inferencer(depth.astype(np.float32), k)
     with pytest.raises(ValueError, match=r'\(H, W\)'):
         inferencer(depth[..., None], k)
     with pytest.raises(ValueError, match=r'\(3, 3\)'):
-        inferencer(depth, k[:2])
+        inferencer(depth, k[:2], mask=everything)
     with pytest.raises(ValueError, match='fx, fy > 0'):
         inferencer(depth, k * np.array([[-1], [1], [1]]))
     with pytest.raises(ValueError, match='factor_depth'):
@@ -94,6 +136,6 @@ def test_inferencer_names_bad_input(setup):
     with pytest.raises(ValueError, match='2 masks for 1 depth'):
         inferencer([depth], k, mask=[None, None])
     with pytest.raises(ValueError, match='no reading'):
-        inferencer(np.zeros_like(depth), k)
+        inferencer(np.zeros_like(depth), k, mask=everything)
     with pytest.raises(FileNotFoundError, match='missing.png'):
         inferencer('missing.png', k)

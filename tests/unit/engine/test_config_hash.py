@@ -73,7 +73,8 @@ def test_same_config_same_hash_whatever_the_key_order():
 
 @pytest.mark.parametrize('key, value', [
     ('work_dir', 'elsewhere'), ('resume', True), ('load_from', 'x.pth'),
-    ('load_from_partial', True), ('launcher', 'pytorch'), ('allow_config_mismatch', True), ('experiment_name', 'again'),
+    ('load_from_partial', True), ('launcher', 'pytorch'), ('allow_config_mismatch', True),
+    ('experiment_name', 'again'),
     ('log_level', 'DEBUG'), ('default_hooks.logger.interval', 1),
     ('default_hooks.checkpoint.interval', 100), ('env_cfg.dist_cfg.backend', 'gloo'),
     ('model_wrapper_cfg', dict(type='MMDistributedDataParallel', device_ids=None)),

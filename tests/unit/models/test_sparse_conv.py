@@ -162,3 +162,13 @@ def test_voxelize_levels_give_the_coarse_sets_of_strided_convolutions():
         assert torch.equal(fine.coords[:, 0].unique(), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match='samples per batch'):
         voxelize([points[0]] * 200, 0.01, levels=3)
+
+
+def test_voxelize_names_a_wrong_depth_scale():
+    """Millimetres read as metres (factor_depth 1) put points ~600 m away: the error shows the
+    range seen and names the likely cause, not only the voxel limit."""
+    from mmgrasp.models.layers.sparse_conv import voxelize
+    points = torch.tensor([[[0.0, 0.0, 600.0], [1.0, -2.0, 900.0]]])
+    with pytest.raises(ValueError, match=r'z \(depth\) 600\.\.900 m\. The depth scale is '
+                                         r'probably wrong: .*factor_depth'):
+        voxelize(points, 0.005)
