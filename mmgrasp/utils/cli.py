@@ -9,19 +9,28 @@ import torch
 import torch.distributed as dist
 from mmengine.config import Config
 
+from mmgrasp.storage.secrets import secret_paths
+
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
 
 def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict],
                       work_dir: Optional[str]) -> Config:
     """Merge ``--cfg-options`` into ``cfg`` and settle its work dir: the command line, then the
-    config file, then ``./work_dirs/<config stem>``."""
+    config file, then ``./work_dirs/<config stem>``. A config holding a secret-looking option is
+    refused before anything logs it."""
     if cfg_options is not None:
         cfg.merge_from_dict(cfg_options)
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
+    secrets = secret_paths(cfg.to_dict())
+    if secrets:  # mmengine's Runner logs the whole config before any hook could redact it
+        raise SystemExit(f'{config_path}: {", ".join(secrets)} look like credentials; a config is '
+                         'logged, dumped into the work dir and stored in every checkpoint, so '
+                         'credentials come from the environment or the storage library\'s own '
+                         'configuration (see mmgrasp.storage.secrets)')
     return cfg
 
 

@@ -70,3 +70,22 @@ def test_remote_store_refuses_credentials_in_its_options(tmp_path, name):
     with pytest.raises(LabelStoreError, match=f'storage_options.{name} looks like a credential'
                                               f'.*AWS_ACCESS_KEY_ID'):
         open_remote_label_store('s3://bucket/store', str(tmp_path), options)
+
+
+def test_tools_refuse_a_config_with_credentials_before_the_runner_logs_it(tmp_path):
+    """mmengine's Runner prints the whole config in its constructor, before any hook exists:
+    tools/train.py and tools/test.py refuse a secret-looking option first, naming it."""
+    from mmengine.config import Config
+
+    from mmgrasp.utils import apply_cli_options
+    cfg = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
+        type='SampleGraspLabels', store_url='s3://bucket/store',
+        storage_options=dict(anon=False, secret='wJalrXUtnFEMI-K7MDENG-secret'))]))))
+    with pytest.raises(SystemExit) as err:
+        apply_cli_options(cfg, 'my_config.py', None, str(tmp_path))
+    assert 'storage_options.secret' in str(err.value) and 'wJalrX' not in str(err.value)
+    clean = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
+        type='SampleGraspLabels', storage_options=dict(anon=True))]))))
+    assert apply_cli_options(clean, 'my_config.py', None, str(tmp_path)).work_dir == str(tmp_path)
+    with pytest.raises(SystemExit, match='password'):
+        apply_cli_options(clean, 'my_config.py', {'env_cfg.password': 'x'}, str(tmp_path))
