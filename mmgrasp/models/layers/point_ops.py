@@ -1,9 +1,12 @@
 """Point-cloud ops of pointnet2 (FPS, ball/cylinder query, grouping, interpolation).
 
 Each sampler and query has a pure-PyTorch reference (the CPU path) and, on CUDA tensors with
-Triton installed, a one-launch kernel (:mod:`.point_kernels`) that returns the same indices.
-Both run inside ``kernel_scope(name, 1)``: the launch counter charges the op one launch, the
-count of the CUDA path, whichever of the two ran. The references take batched tensors, are vectorised over points, and are deterministic on the CPU. The
+Triton installed, a one-launch kernel (:mod:`.point_kernels`) that returns the same indices,
+launched inside ``kernel_scope(name, 1)`` so that the launch counter charges it one launch.
+``MMGRASP_POINT_OPS`` chooses: unset or ``auto`` (the kernels on CUDA tensors), ``torch`` (the
+references everywhere) or ``triton`` (the kernels on every tensor: on CPU tensors under
+``TRITON_INTERPRET=1``, as the launch counter runs the CUDA path). The references take
+batched tensors, are vectorised over points, and are deterministic on the CPU. The
 samplers and queries return indices and build no autograd graph. Each query works on chunks of
 query points, sized so that a chunk's temporaries stay within ``_CHUNK_ELEMENTS`` elements of
 each (B, chunk, N) array. The peak memory is then a few hundred MiB at the reference sizes
@@ -13,6 +16,7 @@ On CUDA the backward passes of the gathers (``group_points``, ``gather_points``,
 ``three_nn_interpolate``) accumulate gradients with atomics when indices repeat. They are
 deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 """
+import os
 from functools import lru_cache
 from types import ModuleType
 from typing import Optional, Sequence, Tuple
@@ -35,9 +39,20 @@ def triton_kernels() -> Optional[ModuleType]:
     return point_kernels
 
 
+_CHOICES = ('auto', 'torch', 'triton')
+
+
 def _kernels_for(tensor: Tensor) -> Optional[ModuleType]:
-    """The Triton kernels when ``tensor`` is on CUDA and Triton is installed, else None."""
-    return triton_kernels() if tensor.is_cuda else None
+    """The Triton kernels when they run on ``tensor`` (see the module docstring), else None."""
+    choice = os.environ.get('MMGRASP_POINT_OPS', 'auto') or 'auto'
+    if choice not in _CHOICES:
+        raise ValueError(f'MMGRASP_POINT_OPS={choice!r}: expected one of {_CHOICES}')
+    if choice == 'torch' or (choice == 'auto' and not tensor.is_cuda):
+        return None
+    kernels = triton_kernels()
+    if kernels is None and choice == 'triton':
+        raise ImportError('MMGRASP_POINT_OPS=triton needs triton (pip install triton)')
+    return kernels
 
 
 def _chunks(total: int, batch: int, width: int):
@@ -62,11 +77,11 @@ def furthest_point_sample(xyz: Tensor, num: int, mask: Optional[Tensor] = None) 
     synchronisation, and the squared distance is summed as ``(dx² + dy²) + dz²``, the order of
     the reduction it replaces, so the indices are those of the earlier implementation.
     """
-    with kernel_scope('furthest_point_sample', 1):
-        kernels = _kernels_for(xyz)
-        if kernels is not None and num > 0:
+    kernels = _kernels_for(xyz)
+    if kernels is not None and num > 0:
+        with kernel_scope('furthest_point_sample', 1):
             return kernels.furthest_point_sample(xyz, num, mask)
-        return _furthest_point_sample_reference(xyz, num, mask)
+    return _furthest_point_sample_reference(xyz, num, mask)
 
 
 def _furthest_point_sample_reference(xyz: Tensor, num: int, mask: Optional[Tensor]) -> Tensor:
@@ -110,14 +125,13 @@ def knn(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     if k > 3:
         dist2, idx = _knn_reference(ref, query, k)
         return dist2.sqrt(), idx
+    kernels = _kernels_for(query)
+    if kernels is None:
+        dist2, idx = _knn_reference(ref, query, k)
+        return dist2.sqrt(), idx
     with kernel_scope('three_nn', 1):
-        kernels = _kernels_for(query)
-        if kernels is not None:
-            dist2, idx = kernels.three_nn(ref, query)
-            dist2, idx = dist2[..., :k], idx[..., :k]
-        else:
-            dist2, idx = _knn_reference(ref, query, k)
-    return dist2.sqrt(), idx
+        dist2, idx = kernels.three_nn(ref, query)
+    return dist2[..., :k].sqrt(), idx[..., :k]
 
 
 def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
@@ -156,17 +170,17 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     A point is inside when its squared distance ``(dx² + dy²) + dz²`` is < radius² (float32).
     Returns the first nsample inside points in index order, padded as in :func:`_first_inside`.
     """
-    with kernel_scope('ball_query', 1):
-        kernels = _kernels_for(xyz)
-        if kernels is not None:
+    kernels = _kernels_for(xyz)
+    if kernels is not None:
+        with kernel_scope('ball_query', 1):
             return kernels.ball_query(radius, nsample, xyz, new_xyz)
-        out = []
-        for part in _chunks(new_xyz.shape[1], xyz.shape[0], xyz.shape[1]):
-            diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
-            d2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
-            del diff
-            out.append(_first_inside(d2 < radius * radius, nsample))
-        return torch.cat(out, dim=1)
+    out = []
+    for part in _chunks(new_xyz.shape[1], xyz.shape[0], xyz.shape[1]):
+        diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
+        d2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
+        del diff
+        out.append(_first_inside(d2 < radius * radius, nsample))
+    return torch.cat(out, dim=1)
 
 
 @torch.no_grad()
@@ -182,27 +196,27 @@ def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[
     coordinates, which dominate the cost, are computed once for all (radius, top); on CUDA all
     of them are one launch.
     """
-    with kernel_scope('cylinder_query', 1):
-        kernels = _kernels_for(xyz)
-        if kernels is not None:
+    kernels = _kernels_for(xyz)
+    if kernels is not None:
+        with kernel_scope('cylinder_query', 1):
             return kernels.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
-        batch, n, _ = xyz.shape
-        s = new_xyz.shape[1]
-        out = xyz.new_empty((len(radii), len(hmax), batch, s, nsample), dtype=torch.int64)
-        for part in _chunks(s, batch, n):
-            diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
-            r = rot[:, part, :, :, None]  # (B, s, 3, 3, 1)
-            local = [(diff[0] * r[:, :, 0, i] + diff[1] * r[:, :, 1, i]) + diff[2] * r[:, :, 2, i]
-                     for i in range(3)]
-            del diff
-            radial = local[1] * local[1] + local[2] * local[2]
-            above = local[0] > hmin
-            for d, top in enumerate(hmax):
-                height = above & (local[0] < top)
-                for i, radius in enumerate(radii):
-                    out[i, d, :, part] = _first_inside(height & (radial < radius * radius),
-                                                       nsample)
-        return out
+    batch, n, _ = xyz.shape
+    s = new_xyz.shape[1]
+    out = xyz.new_empty((len(radii), len(hmax), batch, s, nsample), dtype=torch.int64)
+    for part in _chunks(s, batch, n):
+        diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
+        r = rot[:, part, :, :, None]  # (B, s, 3, 3, 1)
+        local = [(diff[0] * r[:, :, 0, i] + diff[1] * r[:, :, 1, i]) + diff[2] * r[:, :, 2, i]
+                 for i in range(3)]
+        del diff
+        radial = local[1] * local[1] + local[2] * local[2]
+        above = local[0] > hmin
+        for d, top in enumerate(hmax):
+            height = above & (local[0] < top)
+            for i, radius in enumerate(radii):
+                out[i, d, :, part] = _first_inside(height & (radial < radius * radius),
+                                                   nsample)
+    return out
 
 
 def cylinder_query(radius: float, hmin: float, hmax: float, nsample: int, xyz: Tensor,
