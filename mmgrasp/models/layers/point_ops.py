@@ -140,9 +140,17 @@ def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     for part in _chunks(query.shape[1], query.shape[0], ref.shape[1]):
         diff = [query[:, part, None, a] - ref[:, None, :, a] for a in range(3)]
         dist2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
-        dist2, idx = dist2.sort(dim=-1, stable=True)
-        dists.append(dist2[..., :k])
-        inds.append(idx[..., :k])
+        if k > 3:
+            dist2, idx = dist2.sort(dim=-1, stable=True)
+            dists.append(dist2[..., :k])
+            inds.append(idx[..., :k])
+            continue
+        picked = []  # k rounds of the first minimum, each taken out: cheaper than a sort
+        for _ in range(k):
+            picked.append(dist2.min(dim=-1, keepdim=True))
+            dist2.scatter_(-1, picked[-1].indices, float('inf'))
+        dists.append(torch.cat([p.values for p in picked], dim=-1))
+        inds.append(torch.cat([p.indices for p in picked], dim=-1))
     return torch.cat(dists, dim=1), torch.cat(inds, dim=1)
 
 
@@ -206,10 +214,16 @@ def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[
     for part in _chunks(s, batch, n):
         diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
         r = rot[:, part, :, :, None]  # (B, s, 3, 3, 1)
-        local = [(diff[0] * r[:, :, 0, i] + diff[1] * r[:, :, 1, i]) + diff[2] * r[:, :, 2, i]
-                 for i in range(3)]
+        term = torch.empty_like(diff[0])
+        local = []
+        for i in range(3):  # (d0·R0i + d1·R1i) + d2·R2i, no temporaries but one
+            x = diff[0] * r[:, :, 0, i]
+            x += torch.mul(diff[1], r[:, :, 1, i], out=term)
+            x += torch.mul(diff[2], r[:, :, 2, i], out=term)
+            local.append(x)
         del diff
-        radial = local[1] * local[1] + local[2] * local[2]
+        radial = local[1].square_()
+        radial += torch.mul(local[2], local[2], out=term)
         above = local[0] > hmin
         for d, top in enumerate(hmax):
             height = above & (local[0] < top)
