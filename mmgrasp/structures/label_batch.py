@@ -1,6 +1,6 @@
 """GraspLabelBatch: every labelled object of every frame of a batch, stacked for the device."""
 from dataclasses import dataclass
-from typing import List
+from typing import List, Tuple
 
 from torch import Tensor
 
@@ -23,6 +23,9 @@ class GraspLabelBatch:
         object_frame: (O,) int64 frame index of each object.
         object_ids: (O,) int64 GraspNet object ids.
         num_frames: B.
+        frame_points: (B,) label points of each frame, as host ints (frames are contiguous in
+            ``points``), so that per-frame slices need no read of a device tensor; empty when
+            unknown.
     """
     objects: List[ObjectGraspLabels]
     points: Tensor
@@ -32,6 +35,7 @@ class GraspLabelBatch:
     object_frame: Tensor
     object_ids: Tensor
     num_frames: int
+    frame_points: Tuple[int, ...] = ()
 
     @property
     def num_objects(self) -> int:

@@ -53,20 +53,27 @@ class NearestLabelAssigner:
 
     # ------------------------------------------------------------------ stage one
     def nearest(self, seeds: Tensor, labels: GraspLabelBatch):
-        """Nearest label point of every seed among its own frame's label points."""
+        """Nearest label point of every seed among its own frame's label points.
+
+        The frames' label points are contiguous; with ``labels.frame_points`` (host counts)
+        each frame's slice is known without reading the device (a frame without label
+        points keeps index 0 and distance inf)."""
         B, Ns, _ = seeds.shape
         camera_points = labels.camera_points()
-        point_frame = labels.object_frame[labels.point_object]
+        counts = labels.frame_points
+        if len(counts) != B:
+            point_frame = labels.object_frame[labels.point_object]
+            counts = tuple(int(c) for c in torch.bincount(point_frame, minlength=B).cpu())
         index = seeds.new_zeros((B, Ns), dtype=torch.int64)
         distance = seeds.new_full((B, Ns), float('inf'))
-        for b in range(B):
-            candidates = torch.nonzero(point_frame == b).squeeze(1)
-            if len(candidates) == 0:
-                continue
-            d = torch.cdist(seeds[b], camera_points[candidates],
-                            compute_mode='donot_use_mm_for_euclid_dist')
-            distance[b], nearest = d.min(dim=1)
-            index[b] = candidates[nearest]
+        start = 0
+        for b, count in enumerate(counts):
+            if count:
+                d = torch.cdist(seeds[b], camera_points[start:start + count],
+                                compute_mode='donot_use_mm_for_euclid_dist')
+                distance[b], nearest = d.min(dim=1)
+                index[b] = nearest + start
+            start += count
         return index, distance, camera_points
 
     def view_reindex(self, poses: Tensor) -> Tensor:
@@ -256,12 +263,12 @@ class NearestLabelAssigner:
         if self.gsnet_score_norm:
             mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
             positive = mu > 0
-            if positive.any():
-                u_max, u_min = mu.max(), mu[positive].min()
-                top_scores = (self._log_ratio(mu, positive, u_max)
-                              / (torch.log(u_max / u_min) + 1e-6))
-            else:  # GSNet normalises only when positives exist: every target stays 0
-                top_scores = torch.zeros_like(mu)
+            # without a positive μ, GSNet does not normalise and every target stays 0; chosen
+            # on the device (u_min is inf then, and the ratio is discarded)
+            u_max = mu.max()
+            u_min = torch.where(positive, mu, mu.new_full((), float('inf'))).min()
+            ratio = self._log_ratio(mu, positive, u_max) / (torch.log(u_max / u_min) + 1e-6)
+            top_scores = torch.where(positive.any(), ratio, mu.new_zeros(()))
         elif matched.score_labels is not None:
             top_scores = self._at_view(matched.score_labels, top_view)
         else:  # ln(u_max / μ) of the view's cells, as the grid's labels at that view

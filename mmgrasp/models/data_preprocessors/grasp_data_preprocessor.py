@@ -83,7 +83,8 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         return GraspLabelBatch(
             objects=moved, points=floats[:3 * P].view(P, 3), poses=poses,
             point_object=ints[:P], point_row=ints[P:2 * P], object_frame=object_frame,
-            object_ids=ints[2 * P + O:], num_frames=len(frames))
+            object_ids=ints[2 * P + O:], num_frames=len(frames),
+            frame_points=tuple(sum(o.num_points for o in f) for f in frames))
 
     def _move_grids(self, labels: ObjectGraspLabels) -> ObjectGraspLabels:
         """Dense grids go to the device; a deferred record (and the points, already stacked)

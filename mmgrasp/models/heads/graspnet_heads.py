@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from mmgrasp.registry import MODELS
-from ..layers.point_ops import group_points
+from ..layers.point_ops import cylinder_queries, group_points
 from ..utils.grasp_geometry import approach_to_matrix, generate_grasp_views
 
 
@@ -67,51 +67,6 @@ class ApproachNet(nn.Module):
         return -generate_grasp_views(self.num_views, top_view.device)[top_view]
 
 
-_CHUNK_ELEMENTS = 1 << 23  # elements of each (B, chunk, N) temporary of the query
-
-
-def _first_k(inside: Tensor, k: int) -> Tensor:
-    """(B, S, N) bool -> (B, S, k): the first k True columns in index order, padded with the
-    first one; all 0 where a row has none (pointnet2's query kernels)."""
-    n = inside.shape[-1]
-    candidates = torch.where(inside, torch.arange(n, device=inside.device), n)
-    first = candidates.topk(min(k, n), dim=-1, largest=False, sorted=True).values
-    if k > n:
-        first = torch.cat([first, first.new_full((*first.shape[:-1], k - n), n)], dim=-1)
-    first = torch.where(first == n, first[..., :1], first)
-    return torch.where(first == n, 0, first)
-
-
-def cylinder_groups(points: Tensor, centres: Tensor, rotations: Tensor,
-                    radii: Sequence[float], hmin: float, hmax: Sequence[float],
-                    nsample: int) -> Tensor:
-    """Cylinder queries of several radii and upper heights at once, -> (R, D, B, S, nsample)
-    int64 point indices.
-
-    Each (radius, hmax) gives exactly :func:`~mmgrasp.models.layers.point_ops.cylinder_query`
-    (x̂ = Rᵀ(q − c); hmin < x̂₀ < hmax and x̂₁² + x̂₂² < radius²; first ``nsample`` inside points
-    in index order), but the gripper-frame coordinates, which dominate the cost, are computed
-    once for all of them. points (B, N, 3), centres (B, S, 3), rotations (B, S, 3, 3).
-    """
-    B, N, _ = points.shape
-    S = centres.shape[1]
-    out = points.new_empty((len(radii), len(hmax), B, S, nsample), dtype=torch.int64)
-    size = max(1, _CHUNK_ELEMENTS // max(1, B * N))
-    for start in range(0, S, size):
-        part = slice(start, min(start + size, S))
-        diff = [points[:, None, :, a] - centres[:, part, None, a] for a in range(3)]
-        r = rotations[:, part, :, :, None]  # (B, s, 3, 3, 1)
-        local = [sum(r[:, :, a, i] * diff[a] for a in range(3)) for i in range(3)]
-        del diff
-        radial = local[1] * local[1] + local[2] * local[2]
-        above = local[0] > hmin
-        for d, top in enumerate(hmax):
-            height = above & (local[0] < top)
-            for i, radius in enumerate(radii):
-                out[i, d, :, part] = _first_k(height & (radial < radius * radius), nsample)
-    return out
-
-
 @MODELS.register_module()
 class DepthCloudCrop(nn.Module):
     """BL's ``CloudCrop``: for each depth class a cylinder crop of the scene points around each
@@ -155,8 +110,8 @@ class DepthCloudCrop(nn.Module):
 
     def query(self, centres: Tensor, points: Tensor, rotations: Tensor) -> Tensor:
         """(D, B, Ns, nsample) indices of the crops' points."""
-        return cylinder_groups(points, centres, rotations, (self.radius, ), self.hmin,
-                               self.hmax, self.nsample)[0]
+        return cylinder_queries(points, centres, rotations, (self.radius, ), self.hmin,
+                                self.hmax, self.nsample)[0]
 
     def group(self, centres: Tensor, points: Tensor, rotations: Tensor,
               idx: Optional[Tensor] = None) -> Tensor:
@@ -219,8 +174,8 @@ class MultiScaleCloudCrop(nn.Module):
         if seed_features is None:
             raise ValueError('MultiScaleCloudCrop needs the seed features')
         first = self.crops[0]
-        idx = cylinder_groups(points, centres, rotations, [c.radius for c in self.crops],
-                              first.hmin, first.hmax, first.nsample)
+        idx = cylinder_queries(points, centres, rotations, [c.radius for c in self.crops],
+                               first.hmin, first.hmax, first.nsample)
         crops = torch.cat([crop.embed(crop.group(centres, points, rotations, i))
                            for crop, i in zip(self.crops, idx)], dim=1)
         B, C, Ns, D = crops.shape

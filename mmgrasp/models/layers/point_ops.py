@@ -1,6 +1,12 @@
-"""Point-cloud ops of pointnet2 (FPS, ball/cylinder query, grouping, interpolation) in pure PyTorch.
+"""Point-cloud ops of pointnet2 (FPS, ball/cylinder query, grouping, interpolation).
 
-All take batched tensors, are vectorised over points, and are deterministic on the CPU. The
+Each sampler and query has a pure-PyTorch reference (the CPU path) and, on CUDA tensors with
+Triton installed, a one-launch kernel (:mod:`.point_kernels`) that returns the same indices,
+launched inside ``kernel_scope(name, 1)`` so that the launch counter charges it one launch.
+``MMGRASP_POINT_OPS`` chooses: unset or ``auto`` (the kernels on CUDA tensors), ``torch`` (the
+references everywhere) or ``triton`` (the kernels on every tensor: on CPU tensors under
+``TRITON_INTERPRET=1``, as the launch counter runs the CUDA path). The references take
+batched tensors, are vectorised over points, and are deterministic on the CPU. The
 samplers and queries return indices and build no autograd graph. Each query works on chunks of
 query points, sized so that a chunk's temporaries stay within ``_CHUNK_ELEMENTS`` elements of
 each (B, chunk, N) array. The peak memory is then a few hundred MiB at the reference sizes
@@ -10,12 +16,43 @@ On CUDA the backward passes of the gathers (``group_points``, ``gather_points``,
 ``three_nn_interpolate``) accumulate gradients with atomics when indices repeat. They are
 deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 """
-from typing import Optional
+import os
+from functools import lru_cache
+from types import ModuleType
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
+from ..utils.kernel_scope import kernel_scope
+
 _CHUNK_ELEMENTS = 1 << 23  # 8M elements per (B, chunk, N) temporary (32 MiB in float32)
+
+
+@lru_cache(maxsize=1)
+def triton_kernels() -> Optional[ModuleType]:
+    """The Triton kernels module, or None when Triton is not installed."""
+    try:
+        from . import point_kernels
+    except ImportError:
+        return None
+    return point_kernels
+
+
+_CHOICES = ('auto', 'torch', 'triton')
+
+
+def _kernels_for(tensor: Tensor) -> Optional[ModuleType]:
+    """The Triton kernels when they run on ``tensor`` (see the module docstring), else None."""
+    choice = os.environ.get('MMGRASP_POINT_OPS', 'auto') or 'auto'
+    if choice not in _CHOICES:
+        raise ValueError(f'MMGRASP_POINT_OPS={choice!r}: expected one of {_CHOICES}')
+    if choice == 'torch' or (choice == 'auto' and not tensor.is_cuda):
+        return None
+    kernels = triton_kernels()
+    if kernels is None and choice == 'triton':
+        raise ImportError('MMGRASP_POINT_OPS=triton needs triton (pip install triton)')
+    return kernels
 
 
 def _chunks(total: int, batch: int, width: int):
@@ -40,6 +77,14 @@ def furthest_point_sample(xyz: Tensor, num: int, mask: Optional[Tensor] = None) 
     synchronisation, and the squared distance is summed as ``(dx² + dy²) + dz²``, the order of
     the reduction it replaces, so the indices are those of the earlier implementation.
     """
+    kernels = _kernels_for(xyz)
+    if kernels is not None and num > 0:
+        with kernel_scope('furthest_point_sample', 1):
+            return kernels.furthest_point_sample(xyz, num, mask)
+    return _furthest_point_sample_reference(xyz, num, mask)
+
+
+def _furthest_point_sample_reference(xyz: Tensor, num: int, mask: Optional[Tensor]) -> Tensor:
     batch, n, _ = xyz.shape
     if num == 0:
         return torch.zeros(batch, 0, dtype=torch.long, device=xyz.device)
@@ -68,20 +113,44 @@ def furthest_point_sample(xyz: Tensor, num: int, mask: Optional[Tensor] = None) 
 
 
 @torch.no_grad()
-def knn(ref: Tensor, query: Tensor, k: int) -> tuple:
+def knn(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     """k nearest neighbours. ref (B, M, 3), query (B, Q, 3) -> (dist, idx), both (B, Q, k).
 
-    dist is the Euclidean distance, ascending. Distances are exact differences, not the
-    matrix-product shortcut of ``cdist``, so near ties are ordered correctly. idx is 0-based.
-    The GraspNet ``knn`` package returns 1-based indices shaped (B, k, Q). No gradient flows
-    through dist, as with pointnet2's ``three_nn``.
+    dist is the Euclidean distance, ascending, from squared distances summed as
+    ``(dx² + dy²) + dz²`` of exact differences (not the matrix-product shortcut, so near ties
+    are ordered correctly); equal distances go to the lower index. idx is 0-based. The
+    GraspNet ``knn`` package returns 1-based indices shaped (B, k, Q). No gradient flows
+    through dist, as with pointnet2's ``three_nn``. For k <= 3 on CUDA it is one launch.
     """
+    if k > 3:
+        dist2, idx = _knn_reference(ref, query, k)
+        return dist2.sqrt(), idx
+    kernels = _kernels_for(query)
+    if kernels is None:
+        dist2, idx = _knn_reference(ref, query, k)
+        return dist2.sqrt(), idx
+    with kernel_scope('three_nn', 1):
+        dist2, idx = kernels.three_nn(ref, query)
+    return dist2[..., :k].sqrt(), idx[..., :k]
+
+
+def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    """Squared distances and indices of the k nearest, as :func:`knn` describes."""
     dists, inds = [], []
     for part in _chunks(query.shape[1], query.shape[0], ref.shape[1]):
-        d = torch.cdist(query[:, part], ref, compute_mode='donot_use_mm_for_euclid_dist')
-        dist, idx = d.topk(k, dim=-1, largest=False, sorted=True)
-        dists.append(dist)
-        inds.append(idx)
+        diff = [query[:, part, None, a] - ref[:, None, :, a] for a in range(3)]
+        dist2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
+        if k > 3:
+            dist2, idx = dist2.sort(dim=-1, stable=True)
+            dists.append(dist2[..., :k])
+            inds.append(idx[..., :k])
+            continue
+        picked = []  # k rounds of the first minimum, each taken out: cheaper than a sort
+        for _ in range(k):
+            picked.append(dist2.min(dim=-1, keepdim=True))
+            dist2.scatter_(-1, picked[-1].indices, float('inf'))
+        dists.append(torch.cat([p.values for p in picked], dim=-1))
+        inds.append(torch.cat([p.indices for p in picked], dim=-1))
     return torch.cat(dists, dim=1), torch.cat(inds, dim=1)
 
 
@@ -106,37 +175,69 @@ def _first_inside(inside: Tensor, nsample: int) -> Tensor:
 def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
     """pointnet2 ball query: xyz (B, N, 3), new_xyz (B, S, 3) -> (B, S, nsample) int64.
 
-    A point is inside when its squared distance is < radius². Returns the first nsample
-    inside points in index order, padded as in :func:`_first_inside`.
+    A point is inside when its squared distance ``(dx² + dy²) + dz²`` is < radius² (float32).
+    Returns the first nsample inside points in index order, padded as in :func:`_first_inside`.
     """
+    kernels = _kernels_for(xyz)
+    if kernels is not None:
+        with kernel_scope('ball_query', 1):
+            return kernels.ball_query(radius, nsample, xyz, new_xyz)
     out = []
     for part in _chunks(new_xyz.shape[1], xyz.shape[0], xyz.shape[1]):
-        centre = new_xyz[:, part]
-        d2 = sum((xyz[:, None, :, a] - centre[:, :, None, a]) ** 2 for a in range(3))
+        diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
+        d2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
+        del diff
         out.append(_first_inside(d2 < radius * radius, nsample))
     return torch.cat(out, dim=1)
 
 
 @torch.no_grad()
-def cylinder_query(radius: float, hmin: float, hmax: float, nsample: int, xyz: Tensor,
-                   new_xyz: Tensor, rot: Tensor) -> Tensor:
-    """pointnet2 cylinder query (GraspNet), -> (B, S, nsample) int64.
+def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[float],
+                     hmin: float, hmax: Sequence[float], nsample: int) -> Tensor:
+    """pointnet2 cylinder queries (GraspNet) of several radii and upper heights at once,
+    -> (R, D, B, S, nsample) int64.
 
     xyz (B, N, 3) points, new_xyz (B, S, 3) centres, rot (B, S, 3, 3) gripper frames. With
-    x̂ = Rᵀ(q − c), point q is inside when hmin < x̂₀ < hmax and x̂₁² + x̂₂² < radius². Returns
-    the first nsample inside points in index order, padded as in :func:`_first_inside`.
+    x̂ = Rᵀ(q − c) (x̂ᵢ = (d₀R₀ᵢ + d₁R₁ᵢ) + d₂R₂ᵢ), point q is inside for (radius, top) when
+    hmin < x̂₀ < top and x̂₁² + x̂₂² < radius² (thresholds in float32). Returns the first nsample
+    inside points in index order, padded as in :func:`_first_inside`. The gripper-frame
+    coordinates, which dominate the cost, are computed once for all (radius, top); on CUDA all
+    of them are one launch.
     """
-    out = []
-    for part in _chunks(new_xyz.shape[1], xyz.shape[0], xyz.shape[1]):
+    kernels = _kernels_for(xyz)
+    if kernels is not None:
+        with kernel_scope('cylinder_query', 1):
+            return kernels.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
+    batch, n, _ = xyz.shape
+    s = new_xyz.shape[1]
+    out = xyz.new_empty((len(radii), len(hmax), batch, s, nsample), dtype=torch.int64)
+    for part in _chunks(s, batch, n):
         diff = [xyz[:, None, :, a] - new_xyz[:, part, None, a] for a in range(3)]
         r = rot[:, part, :, :, None]  # (B, s, 3, 3, 1)
-        local = [(diff[0] * r[:, :, 0, i]).addcmul_(diff[1], r[:, :, 1, i])
-                 .addcmul_(diff[2], r[:, :, 2, i]) for i in range(3)]
+        term = torch.empty_like(diff[0])
+        local = []
+        for i in range(3):  # (d0·R0i + d1·R1i) + d2·R2i, no temporaries but one
+            x = diff[0] * r[:, :, 0, i]
+            x += torch.mul(diff[1], r[:, :, 1, i], out=term)
+            x += torch.mul(diff[2], r[:, :, 2, i], out=term)
+            local.append(x)
         del diff
-        inside = (local[0] > hmin) & (local[0] < hmax)
-        inside &= local[1].square_().addcmul_(local[2], local[2]) < radius * radius
-        out.append(_first_inside(inside, nsample))
-    return torch.cat(out, dim=1)
+        radial = local[1].square_()
+        radial += torch.mul(local[2], local[2], out=term)
+        above = local[0] > hmin
+        for d, top in enumerate(hmax):
+            height = above & (local[0] < top)
+            for i, radius in enumerate(radii):
+                out[i, d, :, part] = _first_inside(height & (radial < radius * radius),
+                                                   nsample)
+    return out
+
+
+def cylinder_query(radius: float, hmin: float, hmax: float, nsample: int, xyz: Tensor,
+                   new_xyz: Tensor, rot: Tensor) -> Tensor:
+    """One cylinder query (pointnet2's ``cylinder_query``) -> (B, S, nsample) int64; see
+    :func:`cylinder_queries`."""
+    return cylinder_queries(xyz, new_xyz, rot, (radius, ), hmin, (hmax, ), nsample)[0, 0]
 
 
 def group_points(features: Tensor, idx: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ import math
 import os
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from mmengine.dataset import pseudo_collate
@@ -18,8 +19,8 @@ from mmgrasp.engine.hooks.scale_statistic_hook import ScaleStatisticHook, scale_
 from mmgrasp.models.assigners import ScaleBalancedAssigner, compute_scale_statistic
 from mmgrasp.models.assigners.scale_statistic import statistic_path
 from mmgrasp.models.detectors.graspnet_baseline import GraspNetBaseline, ScaleBalancedGrasp
-from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop, cylinder_groups
-from mmgrasp.models.layers.point_ops import cylinder_query
+from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop
+from mmgrasp.models.layers.point_ops import cylinder_query, cylinder_queries
 from mmgrasp.models.losses.graspnet_loss import GraspNetBaselineLoss, ScaleBalancedGraspLoss
 from mmgrasp.registry import MODELS
 from mmgrasp.models.utils.grasp_geometry import generate_grasp_views
@@ -158,18 +159,27 @@ def test_crop_heights_follow_depths_and_points_lie_in_cylinders():
         assert inside.all()
 
 
-def test_cylinder_groups_equal_cylinder_query():
+def test_cylinder_queries_match_a_numpy_query_per_radius_and_height():
     g = torch.Generator().manual_seed(3)
     points = torch.rand(2, 500, 3, generator=g) * 0.2
     centres = torch.rand(2, 30, 3, generator=g) * 0.2  # not scene points: some crops are empty
     rotations = torch.linalg.qr(torch.randn(2, 30, 3, 3, generator=g)).Q
     radii, hmax = (0.01, 0.02, 0.05), (0.01, 0.02, 0.04)
-    idx = cylinder_groups(points, centres, rotations, radii, -0.02, hmax, 16)
+    idx = cylinder_queries(points, centres, rotations, radii, -0.02, hmax, 16)
     assert idx.shape == (3, 3, 2, 30, 16)
-    for i, radius in enumerate(radii):
-        for d, top in enumerate(hmax):
-            expected = cylinder_query(radius, -0.02, top, 16, points, centres, rotations)
-            assert torch.equal(idx[i, d], expected)
+    p, c, r = points.numpy(), centres.numpy(), rotations.numpy()
+    for b in range(2):
+        for s in range(30):
+            local = (p[b] - c[b, s]) @ r[b, s]  # rows of Rᵀ(q − c)
+            for i, radius in enumerate(radii):
+                for d, top in enumerate(hmax):
+                    inside = np.flatnonzero((local[:, 0] > -0.02) & (local[:, 0] < top) & (
+                        local[:, 1] ** 2 + local[:, 2] ** 2 < radius ** 2))[:16]
+                    expected = np.full(16, inside[0] if len(inside) else 0)
+                    expected[:len(inside)] = inside
+                    np.testing.assert_array_equal(idx[i, d, b, s].numpy(), expected)
+    assert torch.equal(idx[1, 2], cylinder_query(0.02, -0.02, 0.04, 16, points, centres,
+                                                 rotations))
     assert (idx[0, 0] == 0).all(dim=-1).any()  # an empty crop holds point 0, as pointnet2's
 
 

@@ -1,0 +1,265 @@
+"""One-launch Triton kernels of the point ops (FPS, ball/cylinder query, three nearest neighbours).
+
+Each kernel gives exactly the indices of its pure-torch reference in :mod:`.point_ops`: the same
+float32 arithmetic in the same order (``(dx² + dy²) + dz²``; ``Rᵀ(q − c)`` summed over rows
+0, 1, 2), comparisons against float32 thresholds, and ties to the lowest index. Floating-point
+contraction is switched off at compile time (``enable_fp_fusion=False``) so that no multiply-add
+is fused into one rounding on the GPU. ``TRITON_INTERPRET=1`` set before this module is imported
+runs the kernels on CPU tensors, which is how the tests compare them with the references.
+
+Import this module only through :func:`.point_ops.triton_kernels`, which returns None when
+Triton is not installed.
+"""
+from functools import lru_cache
+from typing import Sequence, Tuple
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+_FLAGS = dict(enable_fp_fusion=False)
+_BLOCK = 1024
+
+
+@triton.jit
+def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
+                HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    xyz_ptr += b * n * 3
+    nearest_ptr += b * n
+    out_ptr += b * num
+    offs = tl.arange(0, BLOCK)
+    count = 0
+    first = n
+    for start in range(0, n, BLOCK):  # ineligible points stay at -1, the others start at 1e10
+        idx = start + offs
+        inside = idx < n
+        eligible = inside
+        if HAS_MASK:
+            eligible = eligible & (tl.load(mask_ptr + b * n + idx, mask=inside, other=0) != 0)
+        tl.store(nearest_ptr + idx, tl.where(eligible, 1e10, -1.0), mask=inside)
+        count += tl.sum(eligible.to(tl.int32), axis=0)
+        first = tl.minimum(first, tl.min(tl.where(eligible, idx, n), axis=0))
+    first = tl.where(count > 0, first, 0)
+    picks = tl.maximum(tl.minimum(count, num), 1)
+    tl.store(out_ptr, first.to(tl.int64))
+    last = first
+    for j in range(1, picks):
+        cx = tl.load(xyz_ptr + last * 3)
+        cy = tl.load(xyz_ptr + last * 3 + 1)
+        cz = tl.load(xyz_ptr + last * 3 + 2)
+        best = -3.0
+        best_idx = 0
+        for start in range(0, n, BLOCK):
+            idx = start + offs
+            inside = idx < n
+            dx = tl.load(xyz_ptr + idx * 3, mask=inside, other=0.0) - cx
+            dy = tl.load(xyz_ptr + idx * 3 + 1, mask=inside, other=0.0) - cy
+            dz = tl.load(xyz_ptr + idx * 3 + 2, mask=inside, other=0.0) - cz
+            dist = dx * dx + dy * dy
+            dist = dist + dz * dz
+            nearest = tl.minimum(tl.load(nearest_ptr + idx, mask=inside, other=-3.0), dist)
+            tl.store(nearest_ptr + idx, nearest, mask=inside)
+            nearest = tl.where(inside, nearest, -3.0)
+            block_best = tl.max(nearest, axis=0)
+            block_idx = tl.min(tl.where(nearest == block_best, idx, n), axis=0)
+            better = block_best > best  # strict: an earlier block keeps a tie
+            best_idx = tl.where(better, block_idx, best_idx)
+            best = tl.where(better, block_best, best)
+        tl.store(out_ptr + j, best_idx.to(tl.int64))
+        last = best_idx
+    tl.debug_barrier()  # the picks above are read back below, by other threads
+    for start in range(picks, num, BLOCK):  # fewer eligible points than samples: repeat cyclically
+        j = start + offs
+        keep = j < num
+        tl.store(out_ptr + j, tl.load(out_ptr + j % picks, mask=keep, other=0), mask=keep)
+
+
+@triton.jit
+def _pad_first(out_ptr, count, first, n, nsample, KBLOCK: tl.constexpr):
+    """Slots count..nsample-1 get the first hit (0 when there is none)."""
+    k = tl.arange(0, KBLOCK)
+    pad = tl.where(first < n, first, 0).to(tl.int64)
+    tl.store(out_ptr + k, tl.zeros([KBLOCK], dtype=tl.int64) + pad,
+             mask=(k >= count) & (k < nsample))
+
+
+@triton.jit
+def _ball_query_kernel(xyz_ptr, centre_ptr, out_ptr, n, s, radius2, nsample,
+                       BLOCK: tl.constexpr, KBLOCK: tl.constexpr):
+    pid = tl.program_id(0)  # one centre: b * s + i
+    b = pid // s
+    xyz_ptr += b * n * 3
+    out_ptr += pid.to(tl.int64) * nsample
+    cx = tl.load(centre_ptr + pid * 3)
+    cy = tl.load(centre_ptr + pid * 3 + 1)
+    cz = tl.load(centre_ptr + pid * 3 + 2)
+    offs = tl.arange(0, BLOCK)
+    count = 0
+    first = n
+    start = 0
+    while (start < n) & (count < nsample):
+        idx = start + offs
+        valid = idx < n
+        dx = tl.load(xyz_ptr + idx * 3, mask=valid, other=0.0) - cx
+        dy = tl.load(xyz_ptr + idx * 3 + 1, mask=valid, other=0.0) - cy
+        dz = tl.load(xyz_ptr + idx * 3 + 2, mask=valid, other=0.0) - cz
+        dist = dx * dx + dy * dy
+        dist = dist + dz * dz
+        hit = valid & (dist < radius2)
+        slot = count + tl.cumsum(hit.to(tl.int32), axis=0) - 1
+        tl.store(out_ptr + slot, idx.to(tl.int64), mask=hit & (slot < nsample))
+        count += tl.sum(hit.to(tl.int32), axis=0)
+        first = tl.minimum(first, tl.min(tl.where(hit, idx, n), axis=0))
+        start += BLOCK
+    _pad_first(out_ptr, count, first, n, nsample, KBLOCK)
+
+
+@triton.jit
+def _cylinder_query_kernel(xyz_ptr, centre_ptr, rot_ptr, radius2_ptr, hmax_ptr, out_ptr,
+                           n, s, batch, num_hmax, hmin, nsample,
+                           BLOCK: tl.constexpr, KBLOCK: tl.constexpr):
+    pid = tl.program_id(0)  # one centre: b * s + i
+    combo = tl.program_id(1)  # one (radius, hmax): r * num_hmax + d
+    b = pid // s
+    radius2 = tl.load(radius2_ptr + combo // num_hmax)
+    hmax = tl.load(hmax_ptr + combo % num_hmax)
+    xyz_ptr += b * n * 3
+    rot_ptr += pid * 9
+    out_ptr += (combo.to(tl.int64) * batch * s + pid) * nsample
+    cx = tl.load(centre_ptr + pid * 3)
+    cy = tl.load(centre_ptr + pid * 3 + 1)
+    cz = tl.load(centre_ptr + pid * 3 + 2)
+    r00 = tl.load(rot_ptr)
+    r01 = tl.load(rot_ptr + 1)
+    r02 = tl.load(rot_ptr + 2)
+    r10 = tl.load(rot_ptr + 3)
+    r11 = tl.load(rot_ptr + 4)
+    r12 = tl.load(rot_ptr + 5)
+    r20 = tl.load(rot_ptr + 6)
+    r21 = tl.load(rot_ptr + 7)
+    r22 = tl.load(rot_ptr + 8)
+    offs = tl.arange(0, BLOCK)
+    count = 0
+    first = n
+    start = 0
+    while (start < n) & (count < nsample):
+        idx = start + offs
+        valid = idx < n
+        dx = tl.load(xyz_ptr + idx * 3, mask=valid, other=0.0) - cx
+        dy = tl.load(xyz_ptr + idx * 3 + 1, mask=valid, other=0.0) - cy
+        dz = tl.load(xyz_ptr + idx * 3 + 2, mask=valid, other=0.0) - cz
+        x0 = dx * r00 + dy * r10
+        x0 = x0 + dz * r20
+        x1 = dx * r01 + dy * r11
+        x1 = x1 + dz * r21
+        x2 = dx * r02 + dy * r12
+        x2 = x2 + dz * r22
+        radial = x1 * x1 + x2 * x2
+        hit = valid & (x0 > hmin) & (x0 < hmax) & (radial < radius2)
+        slot = count + tl.cumsum(hit.to(tl.int32), axis=0) - 1
+        tl.store(out_ptr + slot, idx.to(tl.int64), mask=hit & (slot < nsample))
+        count += tl.sum(hit.to(tl.int32), axis=0)
+        first = tl.minimum(first, tl.min(tl.where(hit, idx, n), axis=0))
+        start += BLOCK
+    _pad_first(out_ptr, count, first, n, nsample, KBLOCK)
+
+
+@triton.jit
+def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    valid = rows < q
+    query_ptr += b * q * 3
+    ref_ptr += b * m * 3
+    qx = tl.load(query_ptr + rows * 3, mask=valid, other=0.0)
+    qy = tl.load(query_ptr + rows * 3 + 1, mask=valid, other=0.0)
+    qz = tl.load(query_ptr + rows * 3 + 2, mask=valid, other=0.0)
+    inf = float('inf')
+    d1 = tl.full([BLOCK], inf, tl.float32)
+    d2 = tl.full([BLOCK], inf, tl.float32)
+    d3 = tl.full([BLOCK], inf, tl.float32)
+    i1 = tl.zeros([BLOCK], dtype=tl.int32)
+    i2 = tl.zeros([BLOCK], dtype=tl.int32)
+    i3 = tl.zeros([BLOCK], dtype=tl.int32)
+    for j in range(0, m):  # insertion with strict <: equal distances keep the lower index first
+        dx = qx - tl.load(ref_ptr + j * 3)
+        dy = qy - tl.load(ref_ptr + j * 3 + 1)
+        dz = qz - tl.load(ref_ptr + j * 3 + 2)
+        d = dx * dx + dy * dy
+        d = d + dz * dz
+        c1 = d < d1
+        c2 = d < d2
+        c3 = d < d3
+        d3 = tl.where(c2, d2, tl.where(c3, d, d3))
+        i3 = tl.where(c2, i2, tl.where(c3, j, i3))
+        d2 = tl.where(c1, d1, tl.where(c2, d, d2))
+        i2 = tl.where(c1, i1, tl.where(c2, j, i2))
+        d1 = tl.where(c1, d, d1)
+        i1 = tl.where(c1, j, i1)
+    out = (b * q + rows) * 3
+    tl.store(dist2_ptr + out, d1, mask=valid)
+    tl.store(dist2_ptr + out + 1, d2, mask=valid)
+    tl.store(dist2_ptr + out + 2, d3, mask=valid)
+    tl.store(idx_ptr + out, i1.to(tl.int64), mask=valid)
+    tl.store(idx_ptr + out + 1, i2.to(tl.int64), mask=valid)
+    tl.store(idx_ptr + out + 2, i3.to(tl.int64), mask=valid)
+
+
+def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
+    """As :func:`.point_ops.furthest_point_sample`, in one launch (one program per frame)."""
+    batch, n, _ = xyz.shape
+    xyz = xyz.contiguous()
+    out = torch.empty(batch, num, dtype=torch.long, device=xyz.device)
+    nearest = torch.empty(batch, n, dtype=xyz.dtype, device=xyz.device)
+    mask = None if mask is None else mask.contiguous()
+    _fps_kernel[(batch, )](xyz, xyz if mask is None else mask, nearest, out, n, num,
+                           HAS_MASK=mask is not None, BLOCK=_BLOCK, **_FLAGS)
+    return out
+
+
+def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Tensor:
+    """As :func:`.point_ops.ball_query`, in one launch (one program per centre)."""
+    batch, n, _ = xyz.shape
+    s = new_xyz.shape[1]
+    out = torch.empty(batch, s, nsample, dtype=torch.long, device=xyz.device)
+    _ball_query_kernel[(batch * s, )](xyz.contiguous(), new_xyz.contiguous(), out, n, s,
+                                      radius * radius, nsample, BLOCK=_BLOCK,
+                                      KBLOCK=triton.next_power_of_2(nsample), **_FLAGS)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _thresholds(values: Tuple[float, ...], device: torch.device) -> Tensor:
+    """A float32 copy of fixed thresholds on the device, made once per (values, device)."""
+    return torch.tensor(values, dtype=torch.float32, device=device)
+
+
+def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[float],
+                     hmin: float, hmax: Sequence[float], nsample: int) -> Tensor:
+    """Cylinder queries of every (radius, hmax) in one launch -> (R, D, B, S, nsample)."""
+    batch, n, _ = xyz.shape
+    s = new_xyz.shape[1]
+    out = torch.empty(len(radii), len(hmax), batch, s, nsample, dtype=torch.long,
+                      device=xyz.device)
+    radius2 = _thresholds(tuple(r * r for r in radii), xyz.device)
+    top = _thresholds(tuple(hmax), xyz.device)
+    grid = (batch * s, len(radii) * len(hmax))
+    _cylinder_query_kernel[grid](xyz.contiguous(), new_xyz.contiguous(), rot.contiguous(),
+                                 radius2, top, out, n, s, batch, len(hmax), hmin, nsample,
+                                 BLOCK=_BLOCK, KBLOCK=triton.next_power_of_2(nsample), **_FLAGS)
+    return out
+
+
+def three_nn(ref: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
+    """The 3 nearest ``ref`` points of each query point: squared distances (B, Q, 3), ascending,
+    and int64 indices (B, Q, 3); with fewer than 3 reference points the tail is inf / 0."""
+    batch, q, _ = query.shape
+    dist2 = torch.empty(batch, q, 3, dtype=query.dtype, device=query.device)
+    idx = torch.empty(batch, q, 3, dtype=torch.long, device=query.device)
+    block = 128
+    _three_nn_kernel[(batch, triton.cdiv(q, block))](ref.contiguous(), query.contiguous(),
+                                                     dist2, idx, ref.shape[1], q, BLOCK=block,
+                                                     **_FLAGS)
+    return dist2, idx

@@ -1,0 +1,129 @@
+"""Each Triton point kernel gives exactly its torch reference's indices (and kNN's squared
+distances), run on CPU tensors by Triton's interpreter: fewer points than samples, duplicate
+points, empty balls and crops, thresholds met exactly, a batch of one, masks."""
+import os
+import sys
+
+import pytest
+import torch
+
+# read when triton's own and our kernels are decorated: it must be set before triton is imported
+_INTERPRETED = 'triton' not in sys.modules and not torch.cuda.is_available()
+if _INTERPRETED:
+    os.environ['TRITON_INTERPRET'] = '1'
+triton = pytest.importorskip('triton')
+
+from mmgrasp.models.layers import point_kernels  # noqa: E402
+from mmgrasp.models.layers.point_ops import (_furthest_point_sample_reference,  # noqa: E402
+                                             _knn_reference, ball_query, cylinder_queries,
+                                             cylinder_query, furthest_point_sample, knn)
+
+pytestmark = pytest.mark.skipif(
+    not _INTERPRETED, reason='triton was imported for the GPU before this module (with a GPU: '
+                             'tests/unit/models/test_point_ops_cuda.py compares the kernels)')
+
+
+def _points(batch=2, n=300, seed=0, scale=0.1):
+    return torch.randn(batch, n, 3, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _rotations(batch, s, seed):
+    return torch.linalg.qr(torch.randn(batch, s, 3, 3,
+                                       generator=torch.Generator().manual_seed(seed))).Q
+
+
+def _duplicated(xyz):
+    """Every third point repeats the point before it: ties everywhere."""
+    xyz = xyz.clone()
+    xyz[:, 1::3] = xyz[:, 0:-1:3][:, :xyz[:, 1::3].shape[1]]
+    return xyz
+
+
+@pytest.mark.parametrize('batch,n,num', [(1, 300, 64), (2, 2100, 40), (2, 40, 64)])
+def test_fps_kernel_equals_reference(batch, n, num):
+    """n=2100 spans three blocks of the kernel; n=40 < num wraps the picks cyclically."""
+    xyz = _duplicated(_points(batch, n, seed=n))
+    masks = [None, torch.rand(batch, n, generator=torch.Generator().manual_seed(1)) < 0.3,
+             torch.zeros(batch, n, dtype=torch.bool)]  # nothing eligible: zeros
+    masks[1][0, :] = False
+    masks[1][0, 7] = True  # a single eligible point: it repeats
+    for mask in masks:
+        expected = _furthest_point_sample_reference(xyz, num, mask)
+        assert torch.equal(point_kernels.furthest_point_sample(xyz, num, mask), expected)
+    assert (point_kernels.furthest_point_sample(xyz, num, masks[1])[0] == 7).all()
+
+
+def test_fps_of_identical_points_keeps_the_lowest_index():
+    """Every distance is 0, so each step's tie goes to index 0, as in the reference."""
+    xyz = torch.zeros(1, 10, 3)
+    assert torch.equal(point_kernels.furthest_point_sample(xyz, 4), torch.zeros(1, 4).long())
+    assert torch.equal(point_kernels.furthest_point_sample(xyz, 4),
+                       _furthest_point_sample_reference(xyz, 4, None))
+
+
+@pytest.mark.parametrize('batch,n,s,nsample', [(1, 300, 20, 16), (2, 2100, 12, 8),
+                                               (2, 50, 10, 64)])
+def test_ball_query_kernel_equals_reference(batch, n, s, nsample):
+    xyz = _duplicated(_points(batch, n, seed=n + 1))
+    centres = xyz[:, :s].clone()
+    centres[0, 0] = 5.0  # an empty ball: all zeros
+    # a point exactly on the sphere (distance² == radius² in float32) is outside
+    xyz[0, -1] = centres[0, 1] + torch.tensor([0.0625, 0.0, 0.0])
+    for radius in (0.0625, 0.03, 10.0):  # 10: every point inside, nsample > n pads
+        expected = ball_query(radius, nsample, xyz, centres)
+        assert torch.equal(point_kernels.ball_query(radius, nsample, xyz, centres), expected)
+    assert (point_kernels.ball_query(0.03, nsample, xyz, centres)[0, 0] == 0).all()
+
+
+@pytest.mark.parametrize('batch,n,s', [(1, 400, 25), (2, 1100, 7)])
+def test_cylinder_query_kernel_equals_reference(batch, n, s):
+    xyz = _duplicated(_points(batch, n, seed=n + 2, scale=0.05))
+    centres = xyz[:, ::max(1, n // s)][:, :s].clone()
+    centres[-1, -1] = 3.0  # an empty crop
+    rot = _rotations(batch, s, seed=s)
+    radii, hmax = (0.01, 0.02, 0.05), (0.01, 0.04)
+    for nsample in (16, 1024):  # 1024: crops hold fewer points than samples, padded
+        expected = cylinder_queries(xyz, centres, rot, radii, -0.02, hmax, nsample)
+        got = point_kernels.cylinder_queries(xyz, centres, rot, radii, -0.02, hmax, nsample)
+        assert torch.equal(got, expected)
+        assert (got[0, 0, -1, -1] == 0).all()
+
+
+@pytest.mark.parametrize('m', [1, 2, 3, 200])
+def test_three_nn_kernel_equals_reference(m):
+    ref = _duplicated(_points(2, m, seed=m + 3)) if m > 2 else _points(2, m, seed=m + 3)
+    query = torch.cat([_points(2, 150, seed=m + 4), ref], dim=1)  # queries on reference points
+    k = min(3, m)
+    dist2, idx = _knn_reference(ref, query, k)
+    got_dist2, got_idx = point_kernels.three_nn(ref, query)
+    assert torch.equal(got_idx[..., :k], idx)
+    assert torch.equal(got_dist2[..., :k], dist2)
+
+
+def test_the_switch_chooses_kernels_or_references(monkeypatch):
+    """Unset: references on CPU tensors; ``triton``: the kernels (here interpreted), giving the
+    same results through the public ops; an unknown value is an error."""
+    xyz = _duplicated(_points(1, 120, seed=9))
+    rot = _rotations(1, 6, seed=9)
+    calls = []
+    for name in ('furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn'):
+        original = getattr(point_kernels, name)
+        monkeypatch.setattr(point_kernels, name,
+                            lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+
+    def run():
+        return (furthest_point_sample(xyz, 10), ball_query(0.05, 8, xyz, xyz[:, :6]),
+                cylinder_query(0.05, -0.02, 0.04, 8, xyz, xyz[:, :6], rot),
+                *knn(xyz, xyz[:, :6], 3))
+
+    monkeypatch.delenv('MMGRASP_POINT_OPS', raising=False)
+    reference = run()
+    assert calls == []
+    monkeypatch.setenv('MMGRASP_POINT_OPS', 'triton')
+    kernels = run()
+    assert calls == ['furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn']
+    for a, b in zip(kernels, reference):
+        assert torch.equal(a, b)
+    monkeypatch.setenv('MMGRASP_POINT_OPS', 'cuda')
+    with pytest.raises(ValueError, match='MMGRASP_POINT_OPS'):
+        furthest_point_sample(xyz, 10)
