@@ -14,7 +14,7 @@ Small, fast variant for smoke tests:
 import argparse
 import sys
 
-from mmgrasp.datasets.synthetic import write_synthetic_dataset
+from mmgrasp.datasets.synthetic import PLY_FORMATS, SHAPES, write_synthetic_dataset
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -41,6 +41,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--max-label-width', type=float, default=0.1, metavar='M',
                    help='chords wider than M metres are infeasible (default: the gripper\'s 0.1 m, '
                         'as the evaluator; real labels also hold wider grasps)')
+    p.add_argument('--shapes', nargs='+', default=['box'], choices=SHAPES, metavar='SHAPE',
+                   help=f'model m is shapes[m %% len(shapes)], of {", ".join(SHAPES)} '
+                        '(default: box)')
+    p.add_argument('--ply-formats', nargs='+', default=['ascii'], choices=PLY_FORMATS,
+                   help="model m's nontextured.ply is written in ply_formats[m %% len] "
+                        '(default: ascii)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--quiet', action='store_true', help='no progress lines on stderr')
     return p.parse_args(argv)
@@ -54,7 +60,7 @@ def main(argv=None) -> None:
             points_per_object=a.points_per_object, grid=tuple(a.grid),
             image_size=tuple(a.image_size), cameras=a.cameras, duplicates=a.duplicates,
             seed=a.seed, progress=not a.quiet, test_scenes=a.test_scenes,
-            max_label_width=a.max_label_width)
+            max_label_width=a.max_label_width, shapes=a.shapes, ply_formats=a.ply_formats)
     except (FileExistsError, ValueError) as e:
         sys.exit(f'make_synthetic: error: {e}')
 
