@@ -275,7 +275,8 @@ def _clear_path(shape, starts: np.ndarray, axes: np.ndarray, lengths: np.ndarray
     for s in range(0, len(starts), 4096):
         c, u, n = starts[s:s + 4096, None], axes[s:s + 4096, None], lengths[s:s + 4096, None]
         inside = (shape.sdf(c + ts[:, None] * u) < 0) & (ts[None] <= n)
-        ok[s:s + 4096] = ~inside.any(1)
+        end = shape.sdf(c[:, 0] + n * u[:, 0]) < 0  # the open jaw itself
+        ok[s:s + 4096] = ~inside.any(1) & ~end
     return ok
 
 
