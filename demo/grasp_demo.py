@@ -10,12 +10,12 @@ both the matrix (``intrinsic_matrix``) and the depth factor (``factor_depth``) f
 meta file instead (``scenes/*/<camera>/meta/%04d.mat``, or graspnet-baseline's
 ``doc/example_data/meta.mat``). MASK is an optional workspace (non-zero pixels kept). The picture
 has the depth image's size: from the camera (``--view camera``) the RGB image or the cloud
-coloured by depth, from the side (``--view side``: the cloud turned 60° about the camera's x
-axis) the cloud in its RGB colours or by depth; on it the ``top-k`` grippers as thin GraspNet
-outlines coloured by score, with the score's legend. It is rendered offscreen with matplotlib's
-Agg backend (comes with mmengine, needs no display or GL). ``--save-grasps`` also writes the
-(N, 17) GraspGroup array; ``--cfg-options`` overrides the config (e.g. the collision filter's
-``model.test_cfg.collision_thresh``).
+coloured by depth, from the side (``--view side``: the cloud turned 45° about the camera's x
+axis, looking along the table) the cloud in its RGB colours or by depth; on it the ``top-k``
+grippers as thin GraspNet outlines coloured by score, with the score's legend. It is rendered
+offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
+``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the
+config (e.g. the collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
 import sys

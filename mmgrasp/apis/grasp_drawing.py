@@ -22,36 +22,9 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 # graspnetAPI's gripper (plot_gripper_pro_max layout) with the collision detector's sizes.
-GRIPPER_HEIGHT = 0.02
-FINGER_WIDTH = 0.01
 DEPTH_BASE = 0.02
 TAIL_LENGTH = 0.04
 SCORE_CMAP = 'RdYlGn'  # low scores red, high green (graspnetAPI colours grasps by score too)
-
-
-def _box(x0: float, y0: float, z0: float, dx: float, dy: float, dz: float) -> np.ndarray:
-    """(8, 3) corners of an axis-aligned box with lowest corner (x0, y0, z0)."""
-    corners = np.array([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], np.float64)
-    return corners * (dx, dy, dz) + (x0, y0, z0)
-
-
-def gripper_boxes(grasps: np.ndarray) -> np.ndarray:
-    """(N, 4, 8, 3) camera-frame corners of each grasp's left finger, right finger, base and
-    tail (the approach line). Gripper frame: x approach, y closing direction; the fingers reach
-    ``depth`` past the grasp centre, the base sits ``DEPTH_BASE`` behind it."""
-    grasps = np.asarray(grasps, np.float64).reshape(-1, 17)
-    out = np.empty((len(grasps), 4, 8, 3))
-    h, f = GRIPPER_HEIGHT, FINGER_WIDTH
-    for n, g in enumerate(grasps):
-        width, depth = g[1], g[3]
-        back = -(DEPTH_BASE + f)
-        boxes = [_box(back, -width / 2 - f, -h / 2, depth + DEPTH_BASE + f, f, h),
-                 _box(back, width / 2, -h / 2, depth + DEPTH_BASE + f, f, h),
-                 _box(back, -width / 2, -h / 2, f, width, h),
-                 _box(back - TAIL_LENGTH, -f / 2, -h / 2, TAIL_LENGTH, f, h)]
-        rotation, centre = g[4:13].reshape(3, 3), g[13:16]
-        out[n] = np.stack(boxes) @ rotation.T + centre
-    return out
 
 
 def project(points: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
@@ -88,9 +61,10 @@ def back_project(depth: np.ndarray, intrinsics: np.ndarray, factor_depth: float,
     return np.stack([x, y, z], 1), np.flatnonzero(valid)
 
 
-def side_view(points: np.ndarray, grasps: Optional[np.ndarray], angle_deg: float = 60.0):
+def side_view(points: np.ndarray, grasps: Optional[np.ndarray], angle_deg: float = -45.0):
     """The cloud and grasps turned by ``angle_deg`` about the camera's x axis through the cloud's
-    centre: seen from the side (above the table for a camera looking down at it)."""
+    median: for a camera looking down at a table (GraspNet's 40-70 degrees), -45 looks along the
+    table top, so grippers show their height above it."""
     centre = np.median(points, axis=0)
     a = np.deg2rad(angle_deg)
     turn = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
@@ -160,12 +134,12 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         for n in range(len(grasps)):
             lines += [uv[n, :4], np.stack([base[n], uv[n, 5]])]
             line_colours += [colours[n]] * 2
-        ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.2))
+        ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.0))
         bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=SCORE_CMAP), ax=ax,
                            fraction=0.03, pad=0.01)
         bar.set_label('grasp score', fontsize=7)
         bar.ax.tick_params(labelsize=6)
-        bar.ax.set_position((0.955, 0.1, 0.015, 0.8))
+        bar.ax.set_position((0.86, 0.1, 0.015, 0.8))
         ax.set_position((0, 0, 1, 1))
     if title:
         ax.text(4, 4, title, va='top', fontsize=8, color='black',
@@ -184,5 +158,5 @@ def top_grasps(grasps: np.ndarray, top_k: int) -> np.ndarray:
     return np.asarray(grasps)[order[:top_k]]
 
 
-__all__ = ['back_project', 'depth_colours', 'draw_scene', 'gripper_boxes', 'gripper_outlines',
-           'project', 'side_view', 'top_grasps']
+__all__ = ['back_project', 'depth_colours', 'draw_scene', 'gripper_outlines', 'project',
+           'side_view', 'top_grasps']

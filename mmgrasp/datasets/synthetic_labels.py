@@ -42,8 +42,9 @@ import numpy as np
 from mmgrasp.evaluation.functional import force_closure_min_friction, gripper_collision
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
-           'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH',
-           'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN', 'MU_GRID']
+           'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',
+           'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN',
+           'MU_GRID']
 
 GRIPPER_HEIGHT = 0.02  # graspnetAPI eval_utils.collision_detection
 GRIPPER_BASE_DEPTH = 0.02

@@ -77,9 +77,9 @@ def test_grasp_demo_draws_thin_outlines_at_the_grasps(frame_files, tmp_path, rgb
     plain = cv2.cvtColor(cv2.imread(plain, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
     changed = np.abs(image.astype(int) - plain.astype(int)).max(-1) > 40
     changed[:25] = False  # the title
-    legend = changed[:, int(0.94 * width):]
+    legend = changed[:, int(0.84 * width):]
     assert legend.sum() > 50, 'the score legend is drawn at the right edge'
-    changed[:, int(0.94 * width):] = False
+    changed[:, int(0.84 * width):] = False
     outlines = project(gripper_outlines(drawn), frame_files['intrinsics'])
     near = np.zeros_like(changed)
     for uv in outlines:  # every drawn gripper changed pixels along its outline
@@ -97,7 +97,7 @@ def test_grasp_demo_side_view_draws_the_cloud(frame_files, tmp_path):
     image, grasps = _demo(frame_files, tmp_path, 'side', '--top-k', '5', '--view', 'side',
                           '--rgb', frame_files['rgb'])
     assert image.shape[:2] == frame_files['shape'] and len(grasps)
-    drawn = (np.abs(image.astype(int) - 255).max(-1) > 30)[25:, :int(0.94 * image.shape[1])]
+    drawn = (np.abs(image.astype(int) - 255).max(-1) > 30)[25:, :int(0.84 * image.shape[1])]
     assert drawn.mean() > 0.02  # the turned cloud, on white
 
 
