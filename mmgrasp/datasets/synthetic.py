@@ -7,7 +7,10 @@ frame (poses model -> current camera, equal to the meta poses), test-split scene
 ``test_scenes``), and per model a dense ``nontextured.ply`` (2.5 mm surface grid), the box mesh
 ``textured.obj`` and a dexnet ``textured.sdf`` (``box_sdf_grid``). Objects are boxes of 3-8 cm
 resting on a finite table; depth and segmentation are ray-cast exactly, so geometry checks
-(back-projection, poses, workspace masks) hold to the millimetre.
+(back-projection, poses, workspace masks) hold to the millimetre. With ``shapes`` the models
+are also spheres, upright cylinders, capsules, tori and L-shaped plates (``synthetic_shapes``):
+sphere-traced on their exact signed distance, labelled by ``synthetic_labels.shape_grasp_labels``,
+their PLY files ASCII or binary (``ply_formats``).
 
 Grasp labels follow the evaluator's physics (``synthetic_labels``): analytic jaw contacts on the
 box, dexnet's antipodal force-closure test for μ on the 0.1 grid, graspnetAPI's gripper against
