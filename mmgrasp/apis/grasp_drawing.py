@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 # graspnetAPI's gripper (plot_gripper_pro_max layout) with the collision detector's sizes.
 DEPTH_BASE = 0.02
@@ -140,6 +141,9 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         bar.set_label('grasp score', fontsize=7)
         bar.ax.tick_params(labelsize=6)
         bar.ax.set_position((0.86, 0.1, 0.015, 0.8))
+        bar.ax.set_zorder(2)  # over a white panel that keeps its labels readable on any image
+        fig.patches.append(Rectangle((0.845, 0.08), 0.085, 0.84, transform=fig.transFigure,
+                                     facecolor='white', alpha=0.85, linewidth=0, zorder=1))
         ax.set_position((0, 0, 1, 1))
     if title:
         ax.text(4, 4, title, va='top', fontsize=8, color='black',
