@@ -1,49 +1,84 @@
 #!/usr/bin/env python
 """A picture of the grasps a detector predicts on one depth image.
 
-    python demo/grasp_demo.py DEPTH.png --intrinsics K.npy --config CONFIG --checkpoint W \
-        [--factor-depth 1000] [--mask MASK.png] [--rgb RGB.png] [--top-k 20] --out grasps.png
+    python demo/grasp_demo.py DEPTH.png (--intrinsics K.npy | --meta meta.mat) --config CONFIG \
+        --checkpoint W (--mask MASK.png | --all-readings) [--factor-depth 1000] [--rgb RGB.png] \
+        [--top-k 20] [--view camera|side] --out grasps.png
 
-DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix, MASK the workspace
+DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix; ``--meta`` reads
+both the matrix (``intrinsic_matrix``) and the depth factor (``factor_depth``) from a GraspNet
+meta file instead (``scenes/*/<camera>/meta/%04d.mat``, or graspnet-baseline's
+``doc/example_data/meta.mat``). MASK is the workspace
 (non-zero pixels kept; the models were trained on the dataset's workspace, see GraspInferencer;
-``--all-readings`` instead keeps every reading). The picture has the depth image's size, from the
-camera's viewpoint: the cloud coloured by depth (or the RGB image), the ``top-k`` grippers in
-GraspNet's shape (fingers, base and approach line), the best one in yellow. It is rendered
+``--all-readings`` instead keeps every reading). The picture
+has the depth image's size: from the camera (``--view camera``) the RGB image or the cloud
+coloured by depth, from the side (``--view side``: the cloud turned 45° about the camera's x
+axis, looking along the table) the cloud in its RGB colours or by depth; on it the ``top-k``
+grippers as thin GraspNet outlines coloured by score, with the score's legend. It is rendered
 offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
-``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the config
-(e.g. the collision filter's ``model.test_cfg.collision_thresh``).
+``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the
+config (e.g. the collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
 import sys
 
 import cv2
 import numpy as np
+import scipy.io
 from mmengine.config import Config, DictAction
 
 from mmgrasp.apis import GraspInferencer, read_depth
-from mmgrasp.apis.grasp_drawing import depth_colours, draw_scene, top_grasps
+from mmgrasp.apis.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
+                                        top_grasps)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('depth', help='16-bit depth PNG')
-    parser.add_argument('--intrinsics', required=True, help='(3, 3) camera matrix, .npy')
+    camera = parser.add_mutually_exclusive_group(required=True)
+    camera.add_argument('--intrinsics', help='(3, 3) camera matrix, .npy')
+    camera.add_argument('--meta', help='GraspNet meta .mat: intrinsic_matrix and factor_depth')
     parser.add_argument('--config', required=True)
     parser.add_argument('--checkpoint', required=True)
     parser.add_argument('--out', required=True, help='PNG to write')
-    parser.add_argument('--factor-depth', type=float, default=1000.0)
+    parser.add_argument('--factor-depth', type=float, default=None,
+                        help="depth units per metre (default: the meta file's, else 1000)")
     parser.add_argument('--mask', help='workspace mask PNG (non-zero: keep)')
     parser.add_argument('--all-readings', action='store_true',
                         help='no workspace mask: keep every reading (not what the models saw)')
     parser.add_argument('--rgb', help='colour image of the same size, drawn instead of depth')
     parser.add_argument('--top-k', type=int, default=20)
+    parser.add_argument('--view', choices=('camera', 'side'), default='camera')
     parser.add_argument('--device', default='cpu')
     parser.add_argument('--scale', type=int, default=1, help='picture size / depth image size')
     parser.add_argument('--save-grasps', help='also write the grasps (N, 17) as .npy')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, e.g. model.test_cfg.collision_thresh=0')
     return parser.parse_args(argv)
+
+
+def read_meta(path: str) -> tuple:
+    """(3x3 intrinsics, factor depth) of a GraspNet meta file; SystemExit naming the file and
+    the key when one is missing or malformed."""
+    try:
+        meta = scipy.io.loadmat(path)
+    except (OSError, ValueError, TypeError) as err:
+        raise SystemExit(f'{path}: cannot read the meta file ({err})') from None
+    for key in ('intrinsic_matrix', 'factor_depth'):
+        if key not in meta:
+            raise SystemExit(f'{path}: no {key!r} (a GraspNet meta file holds intrinsic_matrix '
+                             'and factor_depth)')
+    intrinsics = np.asarray(meta['intrinsic_matrix'], np.float64)
+    factor = np.asarray(meta['factor_depth'], np.float64).reshape(-1)
+    if intrinsics.shape != (3, 3) or not np.isfinite(intrinsics).all() or \
+            intrinsics[0, 0] <= 0 or intrinsics[1, 1] <= 0:
+        raise SystemExit(f'{path}: intrinsic_matrix must be a finite 3x3 camera matrix with '
+                         f'positive focal lengths, got {intrinsics.tolist()}')
+    if factor.shape != (1, ) or not np.isfinite(factor[0]) or factor[0] <= 0:
+        raise SystemExit(f'{path}: factor_depth must be one positive number, got '
+                         f'{factor.tolist()}')
+    return intrinsics, float(factor[0])
 
 
 def _image(path: str, shape, what: str) -> np.ndarray:
@@ -58,7 +93,11 @@ def _image(path: str, shape, what: str) -> np.ndarray:
 def main(argv=None) -> int:
     args = parse_args(argv)
     depth = read_depth(args.depth)
-    intrinsics = np.load(args.intrinsics)
+    if args.meta:
+        intrinsics, meta_factor = read_meta(args.meta)
+    else:
+        intrinsics, meta_factor = np.load(args.intrinsics), 1000.0
+    factor_depth = meta_factor if args.factor_depth is None else args.factor_depth
     if args.mask is None and not args.all_readings:
         raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings)')
     mask = depth > 0 if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
@@ -68,18 +107,27 @@ def main(argv=None) -> int:
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
-    grasps = inferencer(depth, intrinsics, args.factor_depth, mask)
+    grasps = inferencer(depth, intrinsics, factor_depth, mask)
     if args.save_grasps:
         np.save(args.save_grasps, grasps)
+    rgb = None
     if args.rgb:
         rgb = _image(args.rgb, depth.shape, 'RGB image')
-        image = cv2.cvtColor(rgb, cv2.COLOR_BGR2RGB).astype(np.float64) / 255
-    else:
-        image = depth_colours(depth, mask)
+        rgb = cv2.cvtColor(rgb[..., :3], cv2.COLOR_BGR2RGB).astype(np.float64) / 255
     shown = top_grasps(grasps, args.top_k)
-    draw_scene(image, args.out, intrinsics, shown,
-               title=f'{len(shown)} of {len(grasps)} grasps, best score {grasps[0, 0]:.3f}'
-               if len(grasps) else 'no grasp', scale=args.scale)
+    title = (f'top {len(shown)} of {len(grasps)} grasps, best score {grasps[0, 0]:.3f}'
+             if len(grasps) else 'no grasp')
+    if args.view == 'camera':
+        image = rgb if rgb is not None else depth_colours(depth, mask)
+        draw_scene(image, args.out, intrinsics, shown, title=title, scale=args.scale)
+    else:
+        points, pixels = back_project(depth, intrinsics, factor_depth, mask)
+        colours = (rgb.reshape(-1, 3) if rgb is not None
+                   else depth_colours(depth, mask).reshape(-1, 3))[pixels]
+        points, shown = side_view(points, shown)
+        draw_scene(np.ones(depth.shape + (3, )), args.out, intrinsics, shown, points=points,
+                   point_colours=colours, point_size=2.0 * args.scale, scale=args.scale,
+                   title=title + ', seen from the side')
     print(f'{len(grasps)} grasps; drew the top {len(shown)} in {args.out}')
     return 0
 

@@ -1,9 +1,13 @@
-"""Pictures of clouds and grasps from the camera's viewpoint, without a window.
+"""Pictures of clouds and grasps, from the camera or from the side, without a window.
 
 matplotlib with its Agg backend: it comes with mmengine, and renders headless with no GL, EGL
 or display server (open3d's offscreen renderer needs EGL and is not a dependency). Points and
-gripper boxes are projected with the camera intrinsics, so the picture has the depth image's
-pixel grid: the pixel of a camera-frame point is where the intrinsics put it.
+grippers are projected with the camera intrinsics, so the picture has the depth image's pixel
+grid: the pixel of a camera-frame point is where the intrinsics put it. Grippers are drawn as
+GraspNet draws them, thin: the two fingers and the base as one U-shaped line in the gripper's
+mid-plane and the approach line behind it, coloured by score on a colour map with its legend,
+so the scene stays visible under them. :func:`side_view` turns the cloud and the grasps about
+the cloud's centre to look at them from the side.
 """
 import os
 from typing import Optional
@@ -14,41 +18,14 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
-from scipy.spatial import ConvexHull, QhullError  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 # graspnetAPI's gripper (plot_gripper_pro_max layout) with the collision detector's sizes.
-GRIPPER_HEIGHT = 0.02
-FINGER_WIDTH = 0.01
 DEPTH_BASE = 0.02
 TAIL_LENGTH = 0.04
-GRIPPER_COLOUR = (1.0, 0.0, 0.0)  # no colour map used for clouds has pure red
-BEST_COLOUR = (1.0, 0.85, 0.0)
-
-
-def _box(x0: float, y0: float, z0: float, dx: float, dy: float, dz: float) -> np.ndarray:
-    """(8, 3) corners of an axis-aligned box with lowest corner (x0, y0, z0)."""
-    corners = np.array([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], np.float64)
-    return corners * (dx, dy, dz) + (x0, y0, z0)
-
-
-def gripper_boxes(grasps: np.ndarray) -> np.ndarray:
-    """(N, 4, 8, 3) camera-frame corners of each grasp's left finger, right finger, base and
-    tail (the approach line). Gripper frame: x approach, y closing direction; the fingers reach
-    ``depth`` past the grasp centre, the base sits ``DEPTH_BASE`` behind it."""
-    grasps = np.asarray(grasps, np.float64).reshape(-1, 17)
-    out = np.empty((len(grasps), 4, 8, 3))
-    h, f = GRIPPER_HEIGHT, FINGER_WIDTH
-    for n, g in enumerate(grasps):
-        width, depth = g[1], g[3]
-        back = -(DEPTH_BASE + f)
-        boxes = [_box(back, -width / 2 - f, -h / 2, depth + DEPTH_BASE + f, f, h),
-                 _box(back, width / 2, -h / 2, depth + DEPTH_BASE + f, f, h),
-                 _box(back, -width / 2, -h / 2, f, width, h),
-                 _box(back - TAIL_LENGTH, -f / 2, -h / 2, TAIL_LENGTH, f, h)]
-        rotation, centre = g[4:13].reshape(3, 3), g[13:16]
-        out[n] = np.stack(boxes) @ rotation.T + centre
-    return out
+SCORE_CMAP = 'RdYlGn'  # low scores red, high green (graspnetAPI colours grasps by score too)
 
 
 def project(points: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
@@ -56,6 +33,49 @@ def project(points: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
     z = np.maximum(points[..., 2], 1e-6)
     return np.stack([points[..., 0] / z * intrinsics[0, 0] + intrinsics[0, 2],
                      points[..., 1] / z * intrinsics[1, 1] + intrinsics[1, 2]], axis=-1)
+
+
+def gripper_outlines(grasps: np.ndarray) -> np.ndarray:
+    """(N, 6, 3) camera-frame polyline of each gripper: finger tip, finger root, base, other
+    base corner, other finger tip (the U of fingers and base, mid-plane), then the approach
+    line's end; the approach line runs from the base centre (the mean of points 1 and 2)."""
+    grasps = np.asarray(grasps, np.float64).reshape(-1, 17)
+    w, d = grasps[:, 1] / 2, grasps[:, 3]
+    b = np.full(len(grasps), -DEPTH_BASE)
+    zero = np.zeros(len(grasps))
+    local = np.stack([np.stack([d, -w, zero], 1), np.stack([b, -w, zero], 1),
+                      np.stack([b, w, zero], 1), np.stack([d, w, zero], 1),
+                      np.stack([b, zero, zero], 1),
+                      np.stack([b - TAIL_LENGTH, zero, zero], 1)], 1)
+    rot = grasps[:, 4:13].reshape(-1, 3, 3)
+    return np.einsum('nij,nkj->nki', rot, local) + grasps[:, None, 13:16]
+
+
+def back_project(depth: np.ndarray, intrinsics: np.ndarray, factor_depth: float,
+                 mask: Optional[np.ndarray] = None) -> tuple:
+    """(points (N, 3) camera frame, (N,) flat pixel indices) of the readings (inside ``mask``)."""
+    valid = depth > 0 if mask is None else (depth > 0) & mask
+    v, u = np.nonzero(valid)
+    z = depth[v, u].astype(np.float64) / factor_depth
+    x = (u - intrinsics[0, 2]) * z / intrinsics[0, 0]
+    y = (v - intrinsics[1, 2]) * z / intrinsics[1, 1]
+    return np.stack([x, y, z], 1), np.flatnonzero(valid)
+
+
+def side_view(points: np.ndarray, grasps: Optional[np.ndarray], angle_deg: float = -45.0):
+    """The cloud and grasps turned by ``angle_deg`` about the camera's x axis through the cloud's
+    median: for a camera looking down at a table (GraspNet's 40-70 degrees), -45 looks along the
+    table top, so grippers show their height above it."""
+    centre = np.median(points, axis=0)
+    a = np.deg2rad(angle_deg)
+    turn = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    turned = (points - centre) @ turn.T + centre
+    if grasps is None or not len(grasps):
+        return turned, grasps
+    g = np.array(grasps, np.float64).reshape(-1, 17)
+    g[:, 4:13] = (turn @ g[:, 4:13].reshape(-1, 3, 3)).reshape(-1, 9)
+    g[:, 13:16] = (g[:, 13:16] - centre) @ turn.T + centre
+    return turned, g
 
 
 def depth_colours(depth: np.ndarray, mask: Optional[np.ndarray] = None) -> np.ndarray:
@@ -74,10 +94,14 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
                grasps: Optional[np.ndarray] = None, points: Optional[np.ndarray] = None,
                point_values: Optional[np.ndarray] = None, point_cmap: str = 'plasma',
                markers: Optional[np.ndarray] = None, title: Optional[str] = None,
-               colorbar_label: Optional[str] = None, scale: int = 1) -> None:
+               colorbar_label: Optional[str] = None, scale: int = 1,
+               point_colours: Optional[np.ndarray] = None, point_size: float = 4.0,
+               score_range: Optional[tuple] = None) -> None:
     """Write a PNG of the image's size times ``scale``: the image, then ``points`` (camera
-    frame) coloured by ``point_values``, ``markers`` (camera frame, black rings), and the
-    grippers of ``grasps`` (GraspGroup rows, drawn worst first, the best in yellow)."""
+    frame) coloured by ``point_values`` (or RGB ``point_colours``), ``markers`` (camera frame,
+    black rings), and the grippers of ``grasps`` (GraspGroup rows) as thin outlines coloured by
+    score (``score_range``, default the drawn scores' range) with a "grasp score" legend, the
+    best drawn last (on top)."""
     height, width = image.shape[:2]
     dpi = 100 * scale
     fig = plt.figure(figsize=(width / 100, height / 100), dpi=dpi)
@@ -85,30 +109,42 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
     ax.imshow(image, extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation='nearest')
     if points is not None and len(points):
         uv = project(points, intrinsics)
-        sc = ax.scatter(uv[:, 0], uv[:, 1], c=point_values, cmap=point_cmap, s=4, linewidths=0,
-                        vmin=0, vmax=max(float(np.max(point_values)), 1e-6))
-        if colorbar_label:
-            bar = fig.colorbar(sc, ax=ax, fraction=0.03, pad=0.01)
-            bar.set_label(colorbar_label)
-            ax.set_position((0, 0, 1, 1))
+        order = np.argsort(-points[:, 2], kind='stable')  # far first: near points cover them
+        if point_colours is not None:
+            ax.scatter(uv[order, 0], uv[order, 1], c=point_colours[order], s=point_size,
+                       linewidths=0)
+        else:
+            sc = ax.scatter(uv[:, 0], uv[:, 1], c=point_values, cmap=point_cmap, s=point_size,
+                            linewidths=0, vmin=0, vmax=max(float(np.max(point_values)), 1e-6))
+            if colorbar_label:
+                bar = fig.colorbar(sc, ax=ax, fraction=0.03, pad=0.01)
+                bar.set_label(colorbar_label)
+                ax.set_position((0, 0, 1, 1))
     if markers is not None and len(markers):
         uv = project(markers, intrinsics)
         ax.scatter(uv[:, 0], uv[:, 1], s=14, facecolors='none', edgecolors='black',
                    linewidths=0.6)
     if grasps is not None and len(grasps):
         grasps = np.asarray(grasps)[np.argsort(np.asarray(grasps)[:, 0], kind='stable')]
-        polygons, colours = [], []
-        for n, boxes in enumerate(gripper_boxes(grasps)):
-            colour = BEST_COLOUR if n == len(grasps) - 1 else GRIPPER_COLOUR
-            for corners in project(boxes, intrinsics):
-                try:
-                    hull = corners[ConvexHull(corners).vertices]
-                except QhullError:  # a box seen edge-on: its outline is a segment
-                    hull = corners[[np.argmin(corners[:, 0]), np.argmax(corners[:, 0])]]
-                polygons.append(hull)
-                colours.append(colour)
-        ax.add_collection(PolyCollection(polygons, facecolors=colours, edgecolors=colours,
-                                         linewidths=0.8, antialiased=False))
+        lo, hi = score_range or (float(grasps[:, 0].min()), float(grasps[:, 0].max()))
+        norm = Normalize(lo, hi if hi > lo else lo + 1e-6)
+        colours = colormaps[SCORE_CMAP](norm(grasps[:, 0]))
+        uv = project(gripper_outlines(grasps), intrinsics)
+        base = (uv[:, 1] + uv[:, 2]) / 2
+        lines, line_colours = [], []
+        for n in range(len(grasps)):
+            lines += [uv[n, :4], np.stack([base[n], uv[n, 5]])]
+            line_colours += [colours[n]] * 2
+        ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.0))
+        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=SCORE_CMAP), ax=ax,
+                           fraction=0.03, pad=0.01)
+        bar.set_label('grasp score', fontsize=7)
+        bar.ax.tick_params(labelsize=6)
+        bar.ax.set_position((0.86, 0.1, 0.015, 0.8))
+        bar.ax.set_zorder(2)  # over a white panel that keeps its labels readable on any image
+        fig.patches.append(Rectangle((0.845, 0.08), 0.085, 0.84, transform=fig.transFigure,
+                                     facecolor='white', alpha=0.85, linewidth=0, zorder=1))
+        ax.set_position((0, 0, 1, 1))
     if title:
         ax.text(4, 4, title, va='top', fontsize=8, color='black',
                 bbox=dict(facecolor='white', alpha=0.8, linewidth=0))
@@ -126,4 +162,5 @@ def top_grasps(grasps: np.ndarray, top_k: int) -> np.ndarray:
     return np.asarray(grasps)[order[:top_k]]
 
 
-__all__ = ['depth_colours', 'draw_scene', 'gripper_boxes', 'project', 'top_grasps']
+__all__ = ['back_project', 'depth_colours', 'draw_scene', 'gripper_outlines', 'project',
+           'side_view', 'top_grasps']

@@ -7,7 +7,10 @@ frame (poses model -> current camera, equal to the meta poses), test-split scene
 ``test_scenes``), and per model a dense ``nontextured.ply`` (2.5 mm surface grid), the box mesh
 ``textured.obj`` and a dexnet ``textured.sdf`` (``box_sdf_grid``). Objects are boxes of 3-8 cm
 resting on a finite table; depth and segmentation are ray-cast exactly, so geometry checks
-(back-projection, poses, workspace masks) hold to the millimetre.
+(back-projection, poses, workspace masks) hold to the millimetre. With ``shapes`` the models
+are also spheres, upright cylinders, capsules, tori and L-shaped plates (``synthetic_shapes``):
+sphere-traced on their exact signed distance, labelled by ``synthetic_labels.shape_grasp_labels``,
+their PLY files ASCII or binary (``ply_formats``).
 
 Grasp labels follow the evaluator's physics (``synthetic_labels``): analytic jaw contacts on the
 box, dexnet's antipodal force-closure test for μ on the 0.1 grid, graspnetAPI's gripper against
@@ -37,12 +40,15 @@ import cv2
 import numpy as np
 import scipy.io
 
-from .synthetic_labels import (MAX_WIDTH, box_grasp_labels, box_self_collision, scene_collision,
-                               tolerance_labels)
+from mmgrasp.evaluation.functional import voxel_downsample
+from .synthetic_labels import (MAX_WIDTH, box_grasp_labels, box_self_collision, points_collision,
+                               scene_collision, shape_grasp_labels, tolerance_labels)
+from .synthetic_shapes import SHAPES, Shape, make_shape
 
 __all__ = ['write_synthetic_dataset', 'render', 'camera_intrinsics', 'model_half_extents',
            'box_surface_grid', 'box_signed_distance', 'box_sdf_grid', 'MU_VALUES',
-           'TOLERANCE_RADII', 'RS_WRT_KN', 'MAX_MODELS', 'TEST_SPLITS']
+           'TOLERANCE_RADII', 'RS_WRT_KN', 'MAX_MODELS', 'TEST_SPLITS', 'SHAPES',
+           'PLY_FORMATS']
 
 MAX_MODELS = 88
 FACTOR_DEPTH = 1000.0
@@ -64,6 +70,8 @@ SDF_CURVATURE = 0.5  # 1/m, see box_sdf_grid
 #: Scene ids of the test splits (graspnet.md §1): seen, similar, novel.
 TEST_SPLITS = {'test_seen': range(100, 130), 'test_similar': range(130, 160),
                'test_novel': range(160, 190)}
+PLY_FORMATS = ('ascii', 'binary')
+EVAL_VOXEL = 0.008  # graspnetAPI samples the model points at 8 mm
 _MAT_HEADER = b'MATLAB 5.0 MAT-file, Platform: posix, written by mmgrasp.datasets.synthetic'
 
 
@@ -116,23 +124,45 @@ def _surface_points(rng: np.random.Generator, half: np.ndarray, n: int) -> np.nd
 
 
 class _Model(NamedTuple):
-    half: np.ndarray  # (3,) f64
+    half: np.ndarray  # (3,) f64, bounding box half-extents
     points: np.ndarray  # (Np, 3) f32, model frame
+    shape: Shape | None  # None: a box
 
 
-def _make_model(seed: int, model_id: int, points_per_object: int) -> _Model:
-    half = model_half_extents(seed, model_id)
+def _make_model(seed: int, model_id: int, points_per_object: int, kind: str = 'box') -> _Model:
     rng = _rng(seed, 'model-points', model_id)
     n = points_per_object
+    if kind == 'box':
+        half = model_half_extents(seed, model_id)
+        num = max(1, int(rng.integers(int(0.9 * n), int(1.1 * n) + 1)))
+        return _Model(half, _surface_points(rng, half, num), None)
+    shape = make_shape(kind, _rng(seed, 'model-size', model_id))
     num = max(1, int(rng.integers(int(0.9 * n), int(1.1 * n) + 1)))
-    return _Model(half, _surface_points(rng, half, num))
+    dense = shape.surface_points(0.001)
+    points = dense[rng.choice(len(dense), min(num, len(dense)), replace=False)]
+    return _Model(shape.half, points.astype(np.float32), shape)
+
+
+def _surface(model: _Model) -> np.ndarray:
+    """The dense surface points written to ``nontextured.ply``."""
+    return box_surface_grid(model.half) if model.shape is None else \
+        model.shape.surface_points(PLY_SPACING)
+
+
+def _eval_points(model: _Model) -> np.ndarray:
+    """The model points as the evaluator samples them (8 mm voxels of the PLY's points)."""
+    return voxel_downsample(_surface(model), EVAL_VOXEL)
 
 
 def _grasp_arrays(model: _Model, grid: tuple[int, int, int], max_width: float):
-    """Label grids of one box from the evaluator's physics (``synthetic_labels``)."""
+    """Label grids of one model from the evaluator's physics (``synthetic_labels``)."""
     v, a, d = grid
-    mu, width = box_grasp_labels(model.half, model.points, grid, max_width)
-    collision = box_self_collision(model.half, model.points, mu, width, grid)
+    if model.shape is None:
+        mu, width = box_grasp_labels(model.half, model.points, grid, max_width)
+        collision = box_self_collision(model.half, model.points, mu, width, grid)
+    else:
+        mu, width = shape_grasp_labels(model.shape, model.points, grid, max_width)
+        collision = points_collision(mu, width, model.points, grid, _eval_points(model))
     offsets = np.empty((len(model.points), v, a, d, 3), np.float32)
     offsets[..., 0] = (np.arange(a) * np.pi / 12).astype(np.float32)[:, None]
     offsets[..., 1] = (np.arange(1, d + 1) * 0.01).astype(np.float32)
@@ -160,20 +190,27 @@ def box_surface_grid(half: np.ndarray, spacing: float = PLY_SPACING) -> np.ndarr
     return grid[on_surface]
 
 
-def _box_ply(half: np.ndarray) -> str:
-    """Dense surface points as real models have (graspnetAPI reads vertices, downsamples at 8 mm)."""
-    pts = box_surface_grid(half)
-    lines = ['ply', 'format ascii 1.0', f'element vertex {len(pts)}', 'property float x',
-             'property float y', 'property float z', 'end_header']
-    lines += [f'{x:.6f} {y:.6f} {z:.6f}' for x, y, z in pts]
-    return '\n'.join(lines) + '\n'
+def _model_ply(model: _Model, fmt: str = 'ascii') -> bytes:
+    """Dense surface points as real models have (graspnetAPI reads vertices, downsamples at 8 mm):
+    ASCII with 6 decimals, or binary little-endian float32."""
+    pts = _surface(model)
+    head = ['ply', f'format {"ascii" if fmt == "ascii" else "binary_little_endian"} 1.0',
+            f'element vertex {len(pts)}', 'property float x', 'property float y',
+            'property float z', 'end_header']
+    if fmt == 'ascii':
+        return ('\n'.join(head + [f'{x:.6f} {y:.6f} {z:.6f}' for x, y, z in pts]) + '\n').encode()
+    return ('\n'.join(head) + '\n').encode() + pts.astype('<f4').tobytes()
 
 
-def _box_obj(half: np.ndarray) -> str:
-    """The box mesh dexnet loads with the SDF (``textured.obj``)."""
-    lines = [f'v {x:.6f} {y:.6f} {z:.6f}' for x, y, z in _box_corners(half)]
-    lines += [f'f {i + 1} {j + 1} {k + 1}' for i, j, k in _BOX_FACES]
-    return '\n'.join(lines) + '\n'
+def _model_obj(model: _Model) -> bytes:
+    """The mesh dexnet loads with the SDF (``textured.obj``)."""
+    if model.shape is None:
+        verts, faces = _box_corners(model.half), _BOX_FACES
+    else:
+        verts, faces = model.shape.mesh()
+    lines = [f'v {x:.6f} {y:.6f} {z:.6f}' for x, y, z in verts]
+    lines += [f'f {i + 1} {j + 1} {k + 1}' for i, j, k in faces]
+    return ('\n'.join(lines) + '\n').encode()
 
 
 def box_signed_distance(half: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -183,7 +220,7 @@ def box_signed_distance(half: np.ndarray, pts: np.ndarray) -> np.ndarray:
     return outside + np.minimum(q.max(-1), 0)
 
 
-def box_sdf_grid(half: np.ndarray):
+def box_sdf_grid(half: np.ndarray, signed_distance=None):
     """(values (nx, ny, nz), origin (3,), resolution) of the SDF written to ``textured.sdf``.
 
     The values are s * (1 + SDF_CURVATURE * (x + y + z)) with s the exact signed distance: the same
@@ -192,23 +229,27 @@ def box_sdf_grid(half: np.ndarray):
     and dexnet's quadratic zero-crossing search (``find_zero_crossing_quadratic``) rejects a zero
     leading coefficient, so it would find no contact at all. Trilinear interpolation reproduces
     s * (x + y + z) exactly near a face up to a term of order SDF_CURVATURE * resolution^2 (3 um).
+    ``signed_distance`` (points -> distances) replaces the box's for curved shapes (``half``:
+    their bounding box); their flat faces (caps, the L's sides) need the same factor.
     """
     res = SDF_RESOLUTION
     cells = np.ceil((np.asarray(half) + SDF_PADDING) / res).astype(int)
     origin = -cells * res
     axes = [origin[k] + res * np.arange(2 * cells[k] + 1) for k in range(3)]
     pts = np.stack(np.meshgrid(*axes, indexing='ij'), -1)
-    values = box_signed_distance(half, pts) * (1 + SDF_CURVATURE * pts.sum(-1))
+    exact = box_signed_distance(half, pts) if signed_distance is None else signed_distance(pts)
+    values = exact * (1 + SDF_CURVATURE * pts.sum(-1))
     return values, origin, res
 
 
-def _box_sdf(half: np.ndarray) -> str:
+def _model_sdf(model: _Model) -> bytes:
     """dexnet's SDF text format: dims, origin, resolution, then values with x fastest."""
-    values, origin, res = box_sdf_grid(half)
+    values, origin, res = box_sdf_grid(model.half, None if model.shape is None
+                                       else model.shape.sdf)
     head = [' '.join(str(n) for n in values.shape), ' '.join(f'{o:.6f}' for o in origin),
             f'{res:.6f}']
     body = np.char.mod('%.8f', values.transpose(2, 1, 0).reshape(-1))
-    return '\n'.join(head + body.tolist()) + '\n'
+    return ('\n'.join(head + body.tolist()) + '\n').encode()
 
 
 def _quaternion(r: np.ndarray) -> np.ndarray:
@@ -224,14 +265,15 @@ def _quaternion(r: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q)
 
 
-def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray]) -> str:
+def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
+                    kinds: Sequence[str] | None = None) -> str:
     """``annotations/%04d.xml`` as graspnetAPI's xmlWriter lays it out (children read by position:
     obj_id, obj_name, obj_path, pos_in_world, ori_in_world as w x y z); poses model -> camera."""
     lines = ['<?xml version="1.0" ?>', '<scene>']
-    for obj_id, pose in zip(ids, poses):
+    for obj_id, pose, kind in zip(ids, poses, kinds or ['box'] * len(ids)):
         t, q = pose[:3, 3], _quaternion(pose[:3, :3])
         lines += ['    <obj>', f'        <obj_id>{obj_id}</obj_id>',
-                  f'        <obj_name>box_{obj_id:03d}</obj_name>',
+                  f'        <obj_name>{kind}_{obj_id:03d}</obj_name>',
                   f'        <obj_path>models/{obj_id:03d}/textured.obj</obj_path>',
                   f'        <pos_in_world>{t[0]:.8f} {t[1]:.8f} {t[2]:.8f}</pos_in_world>',
                   f'        <ori_in_world>{q[0]:.8f} {q[1]:.8f} {q[2]:.8f} {q[3]:.8f}'
@@ -283,8 +325,10 @@ def _look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray,
            obj_wrt_table: Sequence[np.ndarray], halves: Sequence[np.ndarray],
-           labels: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact ray casting of the table square and boxes.
+           labels: Sequence[int], shapes: Sequence[Shape | None] | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact ray casting of the table square and boxes (slab test); ``shapes`` (None entries
+    are boxes of ``halves``) are sphere-traced on their exact signed distance.
 
     Returns (z (H,W) f64 metres, inf where nothing is hit; seg (H,W) uint8; table-hit mask). The
     ray of pixel (u, v) has camera direction ((u-cx)/fx, (v-cy)/fy, 1), so the ray parameter is
@@ -305,7 +349,8 @@ def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray
         table = (t > 0) & (np.abs(px) <= TABLE_HALF) & (np.abs(py) <= TABLE_HALF)
         zbuf[table] = t[table]
         table_cam = np.linalg.inv(cam_wrt_table)
-        for pose, half, lab in zip(obj_wrt_table, halves, labels):
+        for pose, half, lab, shape in zip(obj_wrt_table, halves, labels,
+                                          shapes or [None] * len(halves)):
             m = table_cam @ pose  # model -> camera
             corners = _box_corners(half) @ m[:3, :3].T + m[:3, 3]
             if corners[:, 2].min() > 1e-3:  # clip the work to the projected bounding box
@@ -320,6 +365,15 @@ def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray
             r = m[:3, :3]
             origin = -r.T @ m[:3, 3]  # camera centre in the model frame
             sub_dx, sub_dy = dx[None, u0:u1], dy[v0:v1, None]
+            zsub = zbuf[v0:v1, u0:u1]
+            if shape is not None:
+                dirs = np.stack(np.broadcast_arrays(
+                    *[r[0, k] * sub_dx + r[1, k] * sub_dy + r[2, k] for k in range(3)]), -1)
+                tnear = shape.ray_depths(origin, dirs)
+                hit = np.isfinite(tnear) & (tnear > 0) & (tnear < zsub)
+                zsub[hit] = tnear[hit]
+                seg[v0:v1, u0:u1][hit] = lab
+                continue
             tnear = np.full((v1 - v0, u1 - u0), -np.inf)
             tfar = np.full((v1 - v0, u1 - u0), np.inf)
             for k in range(3):  # slab test in the model frame
@@ -328,12 +382,19 @@ def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray
                 t2 = (half[k] - origin[k]) / dk
                 tnear = np.maximum(tnear, np.minimum(t1, t2))
                 tfar = np.minimum(tfar, np.maximum(t1, t2))
-            zsub = zbuf[v0:v1, u0:u1]
             hit = (tnear <= tfar) & (tnear > 0) & (tnear < zsub)
             zsub[hit] = tnear[hit]
             seg[v0:v1, u0:u1][hit] = lab
     table &= seg == 0
     return zbuf, seg, table
+
+
+def _kind(model: _Model) -> str:
+    return 'box' if model.shape is None else model.shape.kind
+
+
+def _posed(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    return points @ pose[:3, :3].T + pose[:3, 3]
 
 
 def _savemat_bytes(mdict: dict) -> bytes:
@@ -395,7 +456,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[
         for f in range(frames):
             cam_wrt_table = cam0 @ camera_poses[f]
             z, seg, table = render(K, image_size, cam_wrt_table, obj_wrt_table, halves,
-                                   [i + 1 for i in ids])
+                                   [i + 1 for i in ids], [models[i].shape for i in ids])
             valid = z <= MAX_DEPTH
             depth = np.round(np.where(valid, z, 0) * FACTOR_DEPTH).astype(np.int32)
             noise_rng = _rng(seed, 'depth-noise', scene, _CAMERA_CODE[cam], f)
@@ -412,18 +473,33 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[
             cam_inv = np.linalg.inv(cam_wrt_table)
             poses = np.stack([(cam_inv @ p)[:3] for p in obj_wrt_table], axis=2).astype(np.float32)
             with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
-                fh.write(_annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table]))
+                fh.write(_annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table],
+                                         [_kind(models[i]) for i in ids]))
             meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
                     'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
             with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
                 fh.write(_savemat_bytes(meta))
 
-    # Scene collisions: the same gripper against the other boxes and the table (synthetic_labels).
+    # Scene collisions: the same gripper against the other objects and the table
+    # (synthetic_labels): boxes against boxes in closed form, curved shapes by their points.
     arrays = []
     for n, (mid, pose) in enumerate(zip(ids, obj_wrt_table)):
         model, (mu, width, own) = models[mid], labels[mid]
-        others = [(models[m].half, p) for k, (m, p) in enumerate(zip(ids, obj_wrt_table)) if k != n]
-        arrays.append(scene_collision(own, mu, width, model.points, grid, pose, others))
+        others = [(models[m], p) for k, (m, p) in enumerate(zip(ids, obj_wrt_table)) if k != n]
+        inv = np.linalg.inv(pose)
+        curved = [_posed(_eval_points(o), inv @ p) for o, p in others
+                  if model.shape is not None or o.shape is not None]
+        obstacles = np.concatenate(curved) if curved else np.zeros((0, 3))
+        if model.shape is None:
+            boxes = [(o.half, p) for o, p in others if o.shape is None]
+            collision = scene_collision(own, mu, width, model.points, grid, pose, boxes)
+            if len(obstacles):
+                collision = points_collision(mu, width, model.points, grid, obstacles,
+                                             skip=collision)
+        else:
+            collision = points_collision(mu, width, model.points, grid, obstacles,
+                                         table_pose=pose, skip=own)
+        arrays.append(collision)
     cdir = os.path.join(root, 'collision_label', f'scene_{scene:04d}')
     os.makedirs(cdir)
     np.savez(os.path.join(cdir, 'collision_labels.npz'), *arrays)
@@ -437,8 +513,10 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
                             cameras: Sequence[str] = ('realsense', 'kinect'),
                             duplicates: int = 0, seed: int = 0, progress: bool = True,
                             test_scenes: Sequence[int] = (),
-                            max_label_width: float = MAX_WIDTH) -> None:
-    """Write a deterministic GraspNet-1Billion-layout dataset of box objects to ``out``.
+                            max_label_width: float = MAX_WIDTH,
+                            shapes: Sequence[str] = ('box', ),
+                            ply_formats: Sequence[str] = ('ascii', )) -> None:
+    """Write a deterministic GraspNet-1Billion-layout dataset to ``out``.
 
     Training scenes get ids ``0..scenes-1``; ``test_scenes`` adds scenes with those ids (100-189:
     seen 100-129, similar 130-159, novel 160-189), written the same way, for the evaluator.
@@ -448,6 +526,9 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
     ``out + '.tmp-<pid>'`` and renamed at the end, so ``out`` is never half-written.
     ``max_label_width`` above the gripper's 0.1 m keeps μ for wider chords, as the real labels
     do, so that the recipes' width mask has cells to act on (the tests use it).
+    Model ``m`` is a ``shapes[m % len(shapes)]`` (``SHAPES``: box, sphere, cylinder, capsule,
+    torus, lshape; see ``synthetic_shapes``) and its ``nontextured.ply`` is written in
+    ``ply_formats[m % len(ply_formats)]`` (``ascii`` or ``binary``, little-endian float32).
     """
     out = os.path.normpath(os.fspath(out))
     models = objects + 2 if models is None else models
@@ -469,6 +550,11 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
         raise ValueError(f'cameras must be a non-empty list without repeats, got {cameras}')
     for cam in cameras:
         camera_intrinsics(cam)  # validates the name
+    shapes, ply_formats = list(shapes), list(ply_formats)
+    if not shapes or not set(shapes) <= set(SHAPES) or not ply_formats or \
+            not set(ply_formats) <= set(PLY_FORMATS):
+        raise ValueError(f'shapes must be a non-empty list of {SHAPES} and ply_formats of '
+                         f'{PLY_FORMATS}, got {shapes} and {ply_formats}')
     if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
         raise FileExistsError(f'refusing to write the synthetic dataset: {out!r} exists and is not '
                               'an empty directory')
@@ -477,18 +563,21 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
     if os.path.lexists(tmp):
         shutil.rmtree(tmp)
     try:
-        model_set = {m: _make_model(seed, m, points_per_object) for m in range(models)}
+        model_set = {m: _make_model(seed, m, points_per_object, shapes[m % len(shapes)])
+                     for m in range(models)}
         for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models'):
             os.makedirs(os.path.join(tmp, sub))
         labels = {}
         for m, model in model_set.items():
-            _log(progress, f'[synthetic] object {m:03d}: {len(model.points)} points, grid {grid}')
+            _log(progress, f'[synthetic] object {m:03d} ({_kind(model)}): {len(model.points)} '
+                           f'points, grid {grid}')
             mdir = os.path.join(tmp, 'models', f'{m:03d}')
             os.makedirs(mdir)
-            for name, text in (('nontextured.ply', _box_ply), ('textured.obj', _box_obj),
-                               ('textured.sdf', _box_sdf)):
-                with open(os.path.join(mdir, name), 'w') as f:
-                    f.write(text(model.half))
+            files = (('nontextured.ply', _model_ply(model, ply_formats[m % len(ply_formats)])),
+                     ('textured.obj', _model_obj(model)), ('textured.sdf', _model_sdf(model)))
+            for name, data in files:
+                with open(os.path.join(mdir, name), 'wb') as f:
+                    f.write(data)
             offsets, collision, scores, width = _grasp_arrays(model, grid, max_label_width)
             np.savez(os.path.join(tmp, 'grasp_label', f'{m:03d}_labels.npz'), points=model.points,
                      offsets=offsets, collision=collision, scores=scores)

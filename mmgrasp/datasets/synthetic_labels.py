@@ -25,16 +25,26 @@ box the evaluator's steps have closed forms, computed here for every cell at onc
 Collisions are computed where the grasp holds (μ > 0), the only cells any consumer reads them
 (training zeroes μ where they are set, ground truth keeps μ > 0 and no collision); elsewhere the
 flags are False. The statistics that follow, for boxes of 4-12 cm, are stated in ``synthetic.py``.
+
+Curved and concave shapes (``synthetic_shapes``) follow the same rules from their exact signed
+distance instead of closed forms (``shape_grasp_labels``): the jaw line is marched from the
+centre outwards (1 mm steps, then bisection) to the surface; the cell is infeasible when the line
+meets the surface again before the open jaw (a concave shape: the jaw would stop elsewhere) or
+when the normals within ``EDGE_MARGIN`` of a contact turn by more than ``EDGE_ANGLE`` (an edge:
+the SDF's fitted normal blends two faces). Their collisions are the evaluator's point test
+(``gripper_collision``: points in the fingers or the base) against the model's and the other
+objects' points downsampled at 8 mm, as the evaluator samples them, and the table test above.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from mmgrasp.evaluation.functional import force_closure_min_friction
+from mmgrasp.evaluation.functional import force_closure_min_friction, gripper_collision
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
-           'scene_collision', 'tolerance_labels', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH',
-           'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN', 'MU_GRID']
+           'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',
+           'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN',
+           'MU_GRID']
 
 GRIPPER_HEIGHT = 0.02  # graspnetAPI eval_utils.collision_detection
 GRIPPER_BASE_DEPTH = 0.02
@@ -42,6 +52,8 @@ FINGER_WIDTH = 0.01
 JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
 EDGE_MARGIN = 0.006  # three SDF cells (synthetic.SDF_RESOLUTION = 2 mm)
 CENTRE_MARGIN = 0.004  # two SDF cells: dexnet's jaw samples end at the centre
+EDGE_ANGLE = np.deg2rad(45.0)  # curved shapes: normal turn within EDGE_MARGIN that marks an edge
+MARCH_STEP = 0.001  # curved shapes: jaw-line march before bisection
 MAX_WIDTH = 0.1  # graspnetAPI clips widths to 0.1 m before closing the jaws
 #: Friction coefficients of the labels (the 0.1 grid) in float64, as the evaluator compares them.
 MU_GRID = np.round(np.arange(1, 11) * 0.1, 1)
@@ -213,12 +225,8 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
     if not len(idx):
         return out.reshape(mu.shape)
     r_t, t_t = pose[:3, :3], pose[:3, 3]
-    rot_t = np.einsum('ij,njk->nik', r_t, rot)  # gripper axes in the table frame
-    p_t = p @ r_t.T + t_t
     (hull_c, hull_e) = _gripper_parts(w, dep)[3]
-    centre_t = p_t + np.einsum('nij,nj->ni', rot_t, hull_c)
-    lowest = centre_t[:, 2] - np.einsum('nj,nj->n', np.abs(rot_t[:, 2, :]), hull_e)
-    hit = lowest < 0
+    hit = _below_table(rot, p, hull_c, hull_e, pose)
     reach = np.linalg.norm(hull_e + np.abs(hull_c), axis=1)
     for half, other in others:
         inv = np.linalg.inv(other)
@@ -229,6 +237,123 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
             rot_o = np.einsum('ij,njk->nik', r_o, rot[near])
             hit[near] = ~_separated(hull_c[near], hull_e[near], rot_o, p_o[near],
                                     np.asarray(half, np.float64))
+    out[idx[hit]] = True
+    return out.reshape(mu.shape)
+
+
+def _below_table(rot, p, hull_c, hull_e, pose) -> np.ndarray:
+    """Cells whose gripper hull reaches below the table top (z = 0 of the table frame)."""
+    r_t, t_t = pose[:3, :3], pose[:3, 3]
+    rot_t = np.einsum('ij,njk->nik', r_t, rot)  # gripper axes in the table frame
+    centre_t = p @ r_t.T + t_t + np.einsum('nij,nj->ni', rot_t, hull_c)
+    return centre_t[:, 2] - np.einsum('nj,nj->n', np.abs(rot_t[:, 2, :]), hull_e) < 0
+
+
+def _march_exit(shape, centres: np.ndarray, axes: np.ndarray, limit: float) -> np.ndarray:
+    """Distance t > 0 where ``centres + t * axes`` (inside the shape) first leaves it, NaN when
+    it stays inside up to ``limit``: 1 mm steps, then 30 bisections."""
+    ts = np.arange(1, int(np.ceil(limit / MARCH_STEP)) + 2) * MARCH_STEP
+    out = np.full(len(centres), np.nan)
+    for s in range(0, len(centres), 4096):
+        c, u = centres[s:s + 4096, None], axes[s:s + 4096, None]
+        outside = shape.sdf(c + ts[:, None] * u) >= 0  # (n, K)
+        found = outside.any(1)
+        k = np.argmax(outside, 1)
+        lo = np.where(k > 0, ts[np.maximum(k - 1, 0)], 0.0)
+        hi = ts[k]
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            out_mid = shape.sdf(c[:, 0] + mid[:, None] * u[:, 0]) >= 0
+            hi, lo = np.where(out_mid, mid, hi), np.where(out_mid, lo, mid)
+        out[s:s + 4096] = np.where(found, hi, np.nan)
+    return out
+
+
+def _clear_path(shape, starts: np.ndarray, axes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """True where ``starts + t * axes`` stays outside the shape for t in (0, length]."""
+    ok = np.ones(len(starts), bool)
+    ts = np.arange(1, int(np.ceil(max(lengths.max(initial=0), 0) / MARCH_STEP)) + 1) * MARCH_STEP
+    for s in range(0, len(starts), 4096):
+        c, u, n = starts[s:s + 4096, None], axes[s:s + 4096, None], lengths[s:s + 4096, None]
+        inside = (shape.sdf(c + ts[:, None] * u) < 0) & (ts[None] <= n)
+        end = shape.sdf(c[:, 0] + n * u[:, 0]) < 0  # the open jaw itself
+        ok[s:s + 4096] = ~inside.any(1) & ~end
+    return ok
+
+
+def _on_edge(shape, q: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Contacts within EDGE_MARGIN (along the tangent plane) of a normal turn above EDGE_ANGLE."""
+    helper = np.where(np.abs(n[:, :1]) < 0.9, np.eye(3)[0], np.eye(3)[1])
+    t1 = np.cross(n, helper)
+    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+    t2 = np.cross(n, t1)
+    edge = np.zeros(len(q), bool)
+    for t in (t1, -t1, t2, -t2):
+        cos = np.einsum('ij,ij->i', shape.normal(q + EDGE_MARGIN * t), n)
+        edge |= cos < np.cos(EDGE_ANGLE)
+    return edge
+
+
+def shape_grasp_labels(shape, points: np.ndarray, grid: tuple[int, int, int],
+                       max_width: float = MAX_WIDTH):
+    """μ and widths of every cell of the label points of a curved or concave shape, the
+    counterpart of :func:`box_grasp_labels` (same returns) from the shape's signed distance."""
+    v, a, d = grid
+    rot = grasp_frames(v, a)
+    p = np.asarray(points, np.float64)
+    centre = p[:, None, None, :] + _depths(d)[:, None] * rot[None, :, None, 0, :, 0]
+    pi, vi, di = np.nonzero(shape.sdf(centre) < 0)  # jaw centre strictly inside
+    c = np.repeat(centre[pi, vi, di], a, axis=0)  # (M * A, 3), angles fastest
+    u = rot[vi][..., 1].reshape(-1, 3)  # jaw axes
+    limit = max_width / 2
+    t_far = _march_exit(shape, c, u, limit)
+    t_near = _march_exit(shape, c, -u, limit)
+    with np.errstate(invalid='ignore'):
+        width = 2 * np.maximum(t_near, t_far) + 2 * JAW_CLEARANCE
+        ok = (t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
+    q1, q2 = c - t_near[:, None] * u, c + t_far[:, None] * u
+    rows = np.flatnonzero(ok)
+    half = width[rows] / 2
+    ok[rows] &= _clear_path(shape, q1[rows], -u[rows], half - t_near[rows])
+    ok[rows] &= _clear_path(shape, q2[rows], u[rows], half - t_far[rows])
+    rows = np.flatnonzero(ok)
+    n1, n2 = shape.normal(q1[rows]), shape.normal(q2[rows])
+    ok[rows] &= ~(_on_edge(shape, q1[rows], n1) | _on_edge(shape, q2[rows], n2))
+    keep = ok[rows]
+    cell_mu = np.full(len(c), -1.0)
+    cell_mu[rows[keep]] = force_closure_min_friction(q1[rows[keep]], n1[keep], q2[rows[keep]],
+                                                     n2[keep], MU_GRID)
+    shape_out = (len(p), v, a, d)
+    mu = np.full(shape_out, -1, np.float32)
+    width_out = np.zeros(shape_out, np.float32)
+    mu[pi, vi, :, di] = cell_mu.reshape(-1, a)
+    width_out[pi, vi, :, di] = np.nan_to_num(width, nan=0.0).reshape(-1, a)
+    return mu, width_out
+
+
+def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
+                     table_pose: np.ndarray | None = None,
+                     skip: np.ndarray | None = None) -> np.ndarray:
+    """(Np, V, A, D) bool for cells with mu > 0: the evaluator's point test (points of
+    ``obstacle_points``, model frame, in a finger or the base), or, with ``table_pose`` (model ->
+    table), the gripper hull below the table top; cells flagged in ``skip`` stay flagged."""
+    out = np.zeros(mu.size, bool) if skip is None else skip.reshape(-1).copy()
+    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    keep = ~out[idx]
+    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    if not len(idx):
+        return out.reshape(mu.shape)
+    hit = np.zeros(len(idx), bool)
+    if table_pose is not None:
+        hull_c, hull_e = _gripper_parts(w, dep)[3]
+        hit |= _below_table(rot, p, hull_c, hull_e, table_pose)
+    if len(obstacle_points):
+        rows = np.zeros((len(idx), 17))
+        rows[:, 1], rows[:, 2], rows[:, 3] = w, GRIPPER_HEIGHT, dep
+        rows[:, 4:13], rows[:, 13:16] = rot.reshape(-1, 9), p
+        hit |= gripper_collision(rows, np.asarray(obstacle_points, np.float64),
+                                 GRIPPER_HEIGHT, GRIPPER_BASE_DEPTH, FINGER_WIDTH,
+                                 empty_thresh=0)[0]
     out[idx[hit]] = True
     return out.reshape(mu.shape)
 

@@ -69,10 +69,35 @@ def _ap(acc: np.ndarray) -> List[float]:
             100 * float(acc[..., 1].mean())]
 
 
+# graspnetAPI's gripper mesh (plot_gripper_pro_max) with the collision detector's sizes
+GRIPPER_HEIGHT, FINGER_WIDTH, DEPTH_BASE, TAIL_LENGTH = 0.02, 0.01, 0.02, 0.04
+_UNIT_BOX = np.array([[i, j, k] for i in (0, 1) for j in (0, 1) for k in (0, 1)], np.float64)
+
+
+def gripper_boxes(grasps: np.ndarray) -> np.ndarray:
+    """(N, 4, 8, 3) camera-frame corners of each grasp's left finger, right finger, base and
+    tail (the approach line), corners ordered (i, j, k) in {0, 1}^3. Gripper frame: x approach,
+    y closing direction; the fingers reach ``depth`` past the centre, the base sits
+    ``DEPTH_BASE`` behind it."""
+    g = np.asarray(grasps, np.float64).reshape(-1, 17)
+    width, depth = g[:, 1], g[:, 3]
+    h, f, back = GRIPPER_HEIGHT, FINGER_WIDTH, -(DEPTH_BASE + FINGER_WIDTH)
+    ones, length = np.ones_like(width), depth + DEPTH_BASE + f
+    # per box: lowest corner (x0, y0, z0) and size (dx, dy, dz), each (N, 4)
+    x0 = np.stack([back * ones, back * ones, back * ones, (back - TAIL_LENGTH) * ones], 1)
+    y0 = np.stack([-width / 2 - f, width / 2, -width / 2, -f / 2 * ones], 1)
+    dx = np.stack([length, length, f * ones, TAIL_LENGTH * ones], 1)
+    dy = np.stack([f * ones, f * ones, width, f * ones], 1)
+    low = np.stack([x0, y0, np.full_like(x0, -h / 2)], -1)
+    size = np.stack([dx, dy, np.full_like(dx, h)], -1)
+    corners = low[:, :, None] + _UNIT_BOX * size[:, :, None]  # (N, 4, 8, 3) gripper frame
+    rotation, centre = g[:, 4:13].reshape(-1, 3, 3), g[:, 13:16]
+    return np.einsum('nbkj,nij->nbki', corners, rotation) + centre[:, None, None]
+
+
 def write_scene_ply(path: str, inputs: SceneInputs, frame: int, result: dict,
                     table_points: Optional[np.ndarray]) -> None:
     """Binary PLY: model points, table points and the evaluated grippers by outcome."""
-    from mmgrasp.apis.grasp_drawing import gripper_boxes
     annotation = read_annotation(os.path.join(inputs.cam_dir, 'annotations',
                                               f'{frame:04d}.xml'))
     clouds = [transform_points(m, p) for m, (_, p) in zip(inputs.models, annotation)]

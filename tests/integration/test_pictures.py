@@ -1,14 +1,16 @@
 """demo/grasp_demo.py and tools/analysis/browse_dataset.py write PNGs of the expected size, with
-the grippers drawn where the grasps are and the label points where the labels are."""
+the grippers drawn as thin score-coloured outlines where the grasps are (from the camera and from
+the side; intrinsics from a .npy or a GraspNet meta file) and the label points where the labels
+are."""
 import importlib.util
 import os
 
 import cv2
 import numpy as np
 import pytest
+import scipy.io
 
-from mmgrasp.apis.grasp_drawing import (GRIPPER_COLOUR, depth_colours, draw_scene,
-                                        gripper_boxes, project)
+from mmgrasp.apis.grasp_drawing import depth_colours, draw_scene, gripper_outlines, project
 from mmgrasp.storage.frame_store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 
@@ -46,38 +48,87 @@ def frame_files(synthetic_root, small_gsnet_files, tmp_path_factory):
     return files
 
 
-def _gripper_pixels(image: np.ndarray) -> np.ndarray:
-    red = np.round(np.array(GRIPPER_COLOUR) * 255)
-    return (np.abs(image[..., :3].astype(float) - red).max(axis=-1) < 30)
+def _demo(frame_files, tmp_path, name, *extra):
+    out, saved = str(tmp_path / f'{name}.png'), str(tmp_path / f'{name}.npy')
+    args = [frame_files['depth'], '--config', frame_files['config'], '--checkpoint',
+            frame_files['checkpoint'], '--mask', frame_files['mask'], '--out', out,
+            '--save-grasps', saved, *extra]
+    if '--meta' not in extra:
+        args += ['--intrinsics', frame_files['K']]
+    assert demo.main(args) == 0
+    return cv2.cvtColor(cv2.imread(out, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB), np.load(saved)
 
 
 @pytest.mark.parametrize('rgb', [False, True])
-def test_grasp_demo_draws_grippers_at_the_grasps(frame_files, tmp_path, rgb):
-    out, saved = str(tmp_path / 'grasps.png'), str(tmp_path / 'grasps.npy')
-    args = [frame_files['depth'], '--intrinsics', frame_files['K'], '--config',
-            frame_files['config'], '--checkpoint', frame_files['checkpoint'], '--mask',
-            frame_files['mask'], '--out', out, '--top-k', '5', '--save-grasps', saved]
-    assert demo.main(args + (['--rgb', frame_files['rgb']] if rgb else [])) == 0
-    image = cv2.cvtColor(cv2.imread(out, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-    assert image.shape[:2] == frame_files['shape'] and os.path.getsize(out) > 1000
-    grasps = np.load(saved)
+def test_grasp_demo_draws_thin_outlines_at_the_grasps(frame_files, tmp_path, rgb):
+    image, grasps = _demo(frame_files, tmp_path, 'grasps', '--top-k', '5',
+                          *(['--rgb', frame_files['rgb']] if rgb else []))
+    height, width = frame_files['shape']
+    assert image.shape[:2] == (height, width)
     assert len(grasps) > 1
     drawn = grasps[np.argsort(-grasps[:, 0], kind='stable')[:5]]
-    gripper = _gripper_pixels(image)
-    # every drawn gripper but the best (yellow) has red pixels where its boxes project
-    for boxes in gripper_boxes(drawn[1:]):
-        uv = np.round(project(boxes.reshape(-1, 3), frame_files['intrinsics'])).astype(int)
-        u0, v0 = np.clip(uv.min(axis=0), 0, None)
-        u1, v1 = uv.max(axis=0) + 1
-        assert gripper[v0:v1, u0:u1].any()
-    # and nowhere far from all grasps
-    far = np.ones_like(gripper)
-    for boxes in gripper_boxes(drawn):
-        uv = project(boxes.reshape(-1, 3), frame_files['intrinsics'])
+    if rgb:
+        background = cv2.cvtColor(cv2.imread(frame_files['rgb']), cv2.COLOR_BGR2RGB) / 255
+    else:
+        background = depth_colours(cv2.imread(frame_files['depth'], cv2.IMREAD_UNCHANGED),
+                                   cv2.imread(frame_files['mask'], cv2.IMREAD_GRAYSCALE) > 0)
+    plain = str(tmp_path / 'plain.png')
+    draw_scene(background, plain)
+    plain = cv2.cvtColor(cv2.imread(plain, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    changed = np.abs(image.astype(int) - plain.astype(int)).max(-1) > 40
+    changed[:25] = False  # the title
+    legend = changed[:, int(0.84 * width):]
+    assert legend.sum() > 50, 'the score legend is drawn at the right edge'
+    changed[:, int(0.84 * width):] = False
+    outlines = project(gripper_outlines(drawn), frame_files['intrinsics'])
+    near = np.zeros_like(changed)
+    for uv in outlines:  # every drawn gripper changed pixels along its outline
         u0, v0 = np.floor(uv.min(axis=0)).astype(int) - 2
         u1, v1 = np.ceil(uv.max(axis=0)).astype(int) + 3
-        far[max(v0, 0):max(v1, 0), max(u0, 0):max(u1, 0)] = False
-    assert not (gripper & far).any()
+        box = (slice(max(v0, 0), max(v1, 0)), slice(max(u0, 0), max(u1, 0)))
+        assert changed[box].any()
+        near[box] = True
+    assert not (changed & ~near).any(), 'pixels changed away from every gripper'
+    # thin: the outlines cover a small part of their boxes (filled shapes covered most)
+    assert changed.sum() < 0.5 * near.sum()
+
+
+def test_grasp_demo_side_view_draws_the_cloud(frame_files, tmp_path):
+    image, grasps = _demo(frame_files, tmp_path, 'side', '--top-k', '5', '--view', 'side',
+                          '--rgb', frame_files['rgb'])
+    assert image.shape[:2] == frame_files['shape'] and len(grasps)
+    drawn = (np.abs(image.astype(int) - 255).max(-1) > 30)[25:, :int(0.84 * image.shape[1])]
+    assert drawn.mean() > 0.02  # the turned cloud, on white
+
+
+def _write_meta(path, intrinsics, factor_depth):
+    """A meta file in GraspNet's format (scenes/*/<camera>/meta/%04d.mat): object poses, class
+    indexes, intrinsic_matrix, factor_depth."""
+    scipy.io.savemat(path, {'poses': np.zeros((3, 4, 1), np.float32),
+                            'cls_indexes': np.array([[1]], np.int64),
+                            'intrinsic_matrix': np.asarray(intrinsics, np.float64),
+                            'factor_depth': np.array([[factor_depth]], np.float64)})
+
+
+def test_grasp_demo_reads_intrinsics_and_depth_factor_from_a_meta_file(frame_files, tmp_path):
+    meta = str(tmp_path / 'meta.mat')
+    _write_meta(meta, frame_files['intrinsics'], 1000.0)
+    _, from_meta = _demo(frame_files, tmp_path, 'meta', '--meta', meta)
+    _, from_k = _demo(frame_files, tmp_path, 'k', '--factor-depth', '1000')
+    np.testing.assert_array_equal(from_meta, from_k)
+    # the meta file's depth factor is used: 2000 units a metre halves every depth
+    _write_meta(meta, frame_files['intrinsics'], 2000.0)
+    _, half_meta = _demo(frame_files, tmp_path, 'meta2', '--meta', meta)
+    _, half_k = _demo(frame_files, tmp_path, 'k2', '--factor-depth', '2000')
+    np.testing.assert_array_equal(half_meta, half_k)
+    assert half_meta.shape != from_meta.shape or not np.array_equal(half_meta, from_meta)
+    bad = str(tmp_path / 'bad.mat')
+    scipy.io.savemat(bad, {'intrinsic_matrix': frame_files['intrinsics']})
+    with pytest.raises(SystemExit, match="bad.mat: no 'factor_depth'"):
+        demo.read_meta(bad)
+    scipy.io.savemat(bad, {'intrinsic_matrix': np.eye(2), 'factor_depth': [[1000.0]]})
+    with pytest.raises(SystemExit, match='bad.mat: intrinsic_matrix must be'):
+        demo.read_meta(bad)
 
 
 def test_browse_dataset_draws_label_points(frame_files, tmp_path, synthetic_root):

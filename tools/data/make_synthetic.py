@@ -18,7 +18,7 @@ last; scene ids 1..N train, the next --test-scenes COUNT test):
 import argparse
 import sys
 
-from mmgrasp.datasets.synthetic import write_synthetic_dataset
+from mmgrasp.datasets.synthetic import PLY_FORMATS, SHAPES, write_synthetic_dataset
 from mmgrasp.datasets.synthetic_gc6d import write_graspclutter6d_dataset
 
 
@@ -51,6 +51,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--layout', choices=['graspnet', 'graspclutter6d'], default='graspnet',
                    help='on-disk layout: GraspNet-1Billion or GraspClutter6D (test scenes: a '
                         'count; duplicates: default all scenes but the last; frames <= 13)')
+    p.add_argument('--shapes', nargs='+', default=['box'], choices=SHAPES, metavar='SHAPE',
+                   help=f'model m is shapes[m %% len(shapes)], of {", ".join(SHAPES)} '
+                        '(default: box)')
+    p.add_argument('--ply-formats', nargs='+', default=['ascii'], choices=PLY_FORMATS,
+                   help="model m's nontextured.ply is written in ply_formats[m %% len] "
+                        '(default: ascii)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--quiet', action='store_true', help='no progress lines on stderr')
     return p.parse_args(argv)
@@ -70,6 +76,9 @@ def main(argv=None) -> None:
         if a.layout == 'graspclutter6d':
             if a.cameras is not None:
                 raise ValueError('--layout graspclutter6d writes its four cameras: drop --cameras')
+            if a.shapes != ['box'] or a.ply_formats != ['ascii']:
+                raise ValueError('--layout graspclutter6d writes box models in ASCII PLY: drop '
+                                 '--shapes / --ply-formats')
             write_graspclutter6d_dataset(
                 a.out, scenes=a.scenes, frames=a.frames, objects=a.objects, models=a.models,
                 points_per_object=a.points_per_object, grid=tuple(a.grid),
@@ -84,7 +93,7 @@ def main(argv=None) -> None:
             duplicates=a.duplicates or 0,
             seed=a.seed, progress=not a.quiet,
             test_scenes=[100, 130, 160] if a.test_scenes is None else a.test_scenes,
-            max_label_width=a.max_label_width)
+            max_label_width=a.max_label_width, shapes=a.shapes, ply_formats=a.ply_formats)
     except (FileExistsError, ValueError) as e:
         sys.exit(f'make_synthetic: error: {e}')
 

@@ -39,27 +39,6 @@ def test_annotation_pose(scene):
         read_annotation(bad)
 
 
-@pytest.mark.parametrize('text', [True, False])
-def test_ply_points_ascii_and_binary(tmp_path, text):
-    from plyfile import PlyData, PlyElement
-    pts = np.random.default_rng(0).normal(size=(50, 3)).astype(np.float32)
-    vertex = np.array([tuple(p) + (1.0, ) for p in pts],
-                      dtype=[('x', 'f4'), ('y', 'f4'), ('z', 'f4'), ('nx', 'f4')])
-    face = np.array([([0, 1, 2], )], dtype=[('vertex_indices', 'i4', (3, ))])
-    path = str(tmp_path / 'm.ply')
-    PlyData([PlyElement.describe(vertex, 'vertex'), PlyElement.describe(face, 'face')],
-            text=text).write(path)
-    out = scene_models.read_ply_points(path)
-    assert out.dtype == np.float64
-    np.testing.assert_array_equal(out, pts.astype(np.float64))
-    with open(path, 'rb') as f:
-        head = f.read(200)
-    with open(path, 'wb') as f:
-        f.write(head)  # truncated
-    with pytest.raises(ValueError, match='m.ply'):
-        scene_models.read_ply_points(path)
-
-
 def test_figures_empty_frame_and_resume(scene, monkeypatch):
     root, dump, centres = scene
     write_dump(dump, 100, 0, rows_for(centres))

@@ -22,7 +22,9 @@ Writes into OUT: ``<dump>.npz`` per dump (``accuracy`` (S, F, 50, 6) float64, ``
 per frame ``grasps_SSSS_FFFF`` (K, 17) / ``scores_SSSS_FFFF`` (K,) / ``collision_SSSS_FFFF`` (K,):
 the grasps graspnetAPI kept, sorted by predicted score, their friction score or -1, and the
 collision-or-empty mask), ``golden.json`` (AP, AP0.8, AP0.4 per dump and per split, the settings,
-versions) and ``timing_graspnetapi.json`` (frames/s, wall and CPU time, one process).
+versions), ``models.npz`` (``points_%03d``: each model's points as graspnetAPI read and
+sampled them: open3d's PLY reader, ``voxel_sample_points(.., 0.008)``) and
+``timing_graspnetapi.json`` (frames/s, wall and CPU time, one process).
 
     python tools/analysis/golden/make_eval_golden.py DATA_ROOT OUT --camera realsense \
         --scenes 100 130 160 --frames 2 --dump gt=DUMPS/gt --dump random=DUMPS/random
@@ -86,7 +88,7 @@ def frame_accuracy(scores: np.ndarray) -> np.ndarray:
     return acc
 
 
-def eval_scene_frames(ge, scene_id, dump_dir, frames, seed, details, empty_frames):
+def eval_scene_frames(ge, scene_id, dump_dir, frames, seed, details, empty_frames, models):
     """eval_scene's body for frames 0..frames-1 (see the module docstring for the departures)."""
     from graspnetAPI.grasp import GraspGroup
     from graspnetAPI.utils.config import get_config
@@ -95,8 +97,9 @@ def eval_scene_frames(ge, scene_id, dump_dir, frames, seed, details, empty_frame
     config = get_config()
     table = create_table_points(1.0, 1.0, 0.05, dx=-0.5, dy=-0.5, dz=-0.05, grid_size=0.008)
     np.random.seed(seed)  # GraspNetMetric(sdf_sample_seed=seed) draws the same sample per scene
-    model_list, dexmodel_list, _ = ge.get_scene_models(scene_id, ann_id=0)
+    model_list, dexmodel_list, obj_list = ge.get_scene_models(scene_id, ann_id=0)
     model_sampled_list = [voxel_sample_points(m, 0.008) for m in model_list]
+    models.update({'points_%03d' % i: m for i, m in zip(obj_list, model_sampled_list)})
     scene_acc = []
     for ann_id in range(frames):
         path = os.path.join(dump_dir, 'scene_%04d' % scene_id, ge.camera, '%04d.npy' % ann_id)
@@ -140,16 +143,25 @@ def summary(acc: np.ndarray) -> dict:
             'AP0.4': 100.0 * float(np.mean(acc[..., 1]))}
 
 
-def _graspnetapi_version(src_dir):
+def graspnetapi_identity(module) -> dict:
+    """What the imported graspnetAPI says it is: its distribution version, where it was imported
+    from and, when that folder is a git checkout, its commit (None otherwise) - never a string
+    written here by hand."""
+    from importlib.metadata import version
+    src = os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))
     try:
-        return subprocess.run(['git', '-C', src_dir, 'rev-parse', 'HEAD'], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        commit = subprocess.run(['git', '-C', src, 'rev-parse', 'HEAD'], capture_output=True,
+                                text=True, check=True).stdout.strip() or None
     except (OSError, subprocess.CalledProcessError):
-        return 'bd6783c (repository head; source tree without git metadata)'
+        commit = None
+    return {'version': version('graspnetAPI'), 'commit': commit,
+            'imported_from': os.path.abspath(module.__file__)}
 
 
 def main(argv=None):
     args = parse_args(argv)
+    from importlib.metadata import version
+
     import graspnetAPI
     import open3d
     from graspnetAPI import GraspNetEval
@@ -160,8 +172,8 @@ def main(argv=None):
     ge.sceneIds = list(args.scenes)  # only the camera and root matter for the calls below
     golden = {'camera': args.camera, 'scene_ids': list(args.scenes), 'frames': args.frames,
               'seed': args.seed, 'top_k': TOP_K, 'friction': FRICTION, 'max_width': MAX_WIDTH,
-              'graspnetAPI': _graspnetapi_version(os.path.dirname(os.path.dirname(
-                  graspnetAPI.__file__))),
+              'graspnetAPI': graspnetapi_identity(graspnetAPI),
+              'grasp_nms': version('grasp_nms'),
               'numpy': np.__version__, 'open3d': open3d.__version__,
               'python': platform.python_version(),
               'meta': {}, 'dumps': {}}
@@ -171,12 +183,13 @@ def main(argv=None):
     timing = {'camera': args.camera, 'scene_ids': list(args.scenes), 'frames_per_scene':
               args.frames, 'processes': 1, 'threads': os.environ.get('OMP_NUM_THREADS', 'unset'),
               'dumps': {}}
+    models = {}
     for name, dump_dir in dumps.items():
         details, empty_frames = {}, []
         counter.count = 0
         wall, cpu = time.perf_counter(), time.process_time()
         acc = np.stack([eval_scene_frames(ge, s, dump_dir, args.frames, args.seed, details,
-                                          empty_frames) for s in args.scenes])
+                                          empty_frames, models) for s in args.scenes])
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         np.savez_compressed(os.path.join(args.out, name + '.npz'), accuracy=acc,
                             scene_ids=np.array(args.scenes), **details)
@@ -200,6 +213,7 @@ def main(argv=None):
               f'{entry["AP0.4"]:.3f}; {frames} frames in {wall:.1f} s wall, {cpu:.1f} s CPU; '
               f'empty frames {empty_frames}; out-of-grid SDF queries {counter.count}',
               file=sys.stderr)
+    np.savez_compressed(os.path.join(args.out, 'models.npz'), **models)
     for fname, obj in (('golden.json', golden), ('timing_graspnetapi.json', timing)):
         tmp = os.path.join(args.out, fname + '.tmp')
         with open(tmp, 'w') as f:

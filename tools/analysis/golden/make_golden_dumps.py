@@ -179,12 +179,9 @@ def random_grasps(root, objects, rng, n):
 
 @functools.lru_cache(maxsize=None)
 def _model_vertices(root, obj_id):
-    """Vertices of the synthetic writer's ASCII ``nontextured.ply``."""
-    with open(os.path.join(root, 'models', f'{obj_id:03d}', 'nontextured.ply')) as f:
-        lines = f.read().splitlines()
-    start = lines.index('end_header') + 1
-    count = next(int(line.split()[2]) for line in lines if line.startswith('element vertex'))
-    return np.array([[float(x) for x in line.split()[:3]] for line in lines[start:start + count]])
+    """Vertices of a model's ``nontextured.ply`` (ASCII or binary), as graspnetAPI reads them."""
+    from mmgrasp.evaluation.scene_models import read_ply_points
+    return read_ply_points(os.path.join(root, 'models', f'{obj_id:03d}', 'nontextured.ply'))
 
 
 def shifted(grasps, rng):
