@@ -21,8 +21,8 @@ import shutil
 import numpy as np
 
 from .graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
-from .synthetic import (MAX_DEPTH, _box_obj, _box_ply, _box_sdf, _grasp_arrays, _log, _look_at,
-                        _make_model, _place_objects, _rigid, _rng, _rot, _write_png,
+from .synthetic import (MAX_DEPTH, _grasp_arrays, _log, _look_at, _make_model, _model_obj,
+                        _model_ply, _model_sdf, _place_objects, _rigid, _rng, _rot, _write_png,
                         camera_intrinsics, render)
 from .synthetic_labels import MAX_WIDTH, scene_collision, tolerance_labels
 
@@ -170,11 +170,11 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
         for m, model in model_set.items():
             _log(progress, f'[synthetic gc6d] obj_{m + 1:06d}: {len(model.points)} points')
             name = f'obj_{m + 1:06d}'
-            for folder, ext, text in (('models_m', 'ply', _box_ply),
-                                      ('models_obj_m', 'obj', _box_obj),
-                                      ('models_obj_m', 'sdf', _box_sdf)):
-                with open(os.path.join(tmp, folder, f'{name}.{ext}'), 'w') as f:
-                    f.write(text(model.half))
+            for folder, ext, encode in (('models_m', 'ply', _model_ply),
+                                        ('models_obj_m', 'obj', _model_obj),
+                                        ('models_obj_m', 'sdf', _model_sdf)):
+                with open(os.path.join(tmp, folder, f'{name}.{ext}'), 'wb') as f:
+                    f.write(encode(model))
             offsets, collision, scores, width = _grasp_arrays(model, grid, max_label_width)
             np.savez(os.path.join(tmp, 'grasp_label', f'{name}_labels.npz'), points=model.points,
                      offsets=offsets, scores=scores)
