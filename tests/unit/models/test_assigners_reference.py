@@ -191,8 +191,7 @@ MUTANTS = {
         'matched.top_widths'),
     'GSNet graspness loss over every point': source_mutant(
         'mmgrasp.models.losses.gsnet_loss:GSNetLoss.__call__',
-        'graspness[on_object].mean() if on_object.any() else graspness.sum() * 0',
-        'graspness.mean()'),
+        'graspness = _masked_mean(graspness, on_object)', 'graspness = graspness.mean()'),
     'BL width error not divided by 0.1': source_mutant(
         f'{BL_LOSS}:_stage2_terms', '(width_at - target_width) / GRASP_MAX_WIDTH',
         '(width_at - target_width)'),
