@@ -52,6 +52,7 @@ def test_checkpoint_and_dumped_config_hold_no_secret(tmp_path):
         train_cfg=dict(by_epoch=True, max_epochs=1),
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1)),
         custom_hooks=[dict(type='mmgrasp.ConfigHashHook')],
+        experiment_name=f'secrets_{tmp_path.name}',  # Runner singletons are keyed by it
         cfg=dict(remote=REMOTE, model=dict(type='_Line')))
     runner.train()
     checkpoint = torch.load(os.path.join(runner.work_dir, 'epoch_1.pth'), weights_only=False)

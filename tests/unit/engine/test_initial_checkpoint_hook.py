@@ -40,7 +40,10 @@ def _runner(work_dir, epochs, resume=False):
         train_cfg=dict(by_epoch=True, max_epochs=epochs),
         custom_hooks=[dict(type='InitialCheckpointHook')],
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1)),
-        randomness=dict(seed=3), resume=resume, default_scope='mmgrasp')
+        randomness=dict(seed=3), resume=resume, default_scope='mmgrasp',
+        # unique: the default scope and other Runner singletons are keyed by the experiment
+        # name, by default the timestamp, which a Runner of another test may share
+        experiment_name=f'initial_checkpoint_{work_dir.name}_{int(resume)}')
 
 
 def test_epoch_0_is_the_starting_weights(tmp_path):
