@@ -29,7 +29,8 @@ import cv2
 import numpy as np
 
 from mmgrasp.storage.source import DatasetFileError
-from .graspnet_reader import FrameMeta, _check_array, _load_npy, _NpzArchive, _require
+from .graspnet_reader import (DerivedLabelFiles, FrameMeta, _check_array, _NpzArchive, _require,
+                              grasp_label_arrays)
 
 CAMERA_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
 CAMERA_ALIASES = {'realsense': 'realsense-d435', 'kinect': 'azure-kinect'}
@@ -75,7 +76,7 @@ class SceneCameras:
         return np.linalg.inv(self.world_to_camera[frame])
 
 
-class GraspClutter6DReader:
+class GraspClutter6DReader(DerivedLabelFiles):
     """Paths and loaders for one GraspClutter6D root and camera.
 
     Args:
@@ -380,21 +381,7 @@ class GraspClutter6DReader:
             raise DatasetFileError(path, f'file not found: object {obj + 1} (obj_id) appears in '
                                          f'scene_gt.json but has no grasp labels')
         with _NpzArchive(path) as npz:
-            points = _check_array(path, 'points', npz['points'], 2, 'f', (3,))
-            scores = _check_array(path, 'scores', npz['scores'], 4, 'f')
-            offsets = _check_array(path, 'offsets', npz['offsets'], 5, 'f', (3,))
-            collision = (_check_array(path, 'collision', npz['collision'], 4, 'b')
-                         if 'collision' in npz.files else np.zeros(scores.shape, bool))
-        n = len(points)
-        grid = tuple(grid) if grid is not None else tuple(scores.shape[1:])
-        for key, array in (('scores', scores), ('offsets', offsets[..., 0]),
-                           ('collision', collision)):
-            if array.shape != (n, *grid):
-                raise DatasetFileError(path, f'{key!r} has shape {array.shape}, expected '
-                                             f'{(n, *grid)} for {n} points')
-        return dict(points=points.astype(np.float32), scores=scores.astype(np.float32),
-                    widths=np.ascontiguousarray(offsets[..., 2], dtype=np.float32),
-                    self_collision=collision)
+            return grasp_label_arrays(npz, grid, collision_required=False)
 
     def load_collision(self, scene: int, meta: Optional[FrameMeta] = None,
                        num_points: Optional[Dict[int, int]] = None,
@@ -420,20 +407,3 @@ class GraspClutter6DReader:
                                   f'obj_id {obj + 1} with {num_points[obj]} label points')
                 masks.append(mask)
         return masks
-
-    def load_tolerance(self, obj: int) -> Optional[np.ndarray]:
-        path = self.tolerance_path(obj)
-        if not os.path.isfile(path):
-            return None
-        return _check_array(path, 'tolerance', _load_npy(path), 4, 'f').astype(np.float32)
-
-    def load_graspness(self, scene: int, frame: int) -> np.ndarray:
-        path = self.graspness_path(scene, frame)
-        if not os.path.isfile(path):
-            raise DatasetFileError(path, 'file not found; GSNet graspness labels are generated '
-                                         f'with `python tools/data/generate_graspness.py '
-                                         f'{self.root} --camera {self.camera}`')
-        array = _load_npy(path)
-        if array.ndim == 2 and array.shape[1] == 1:
-            array = array[:, 0]
-        return _check_array(path, 'graspness', array, 1, 'f').astype(np.float32)

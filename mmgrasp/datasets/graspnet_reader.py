@@ -108,7 +108,56 @@ class _NpzArchive:
         self.close()
 
 
-class GraspNetReader:
+def grasp_label_arrays(npz: _NpzArchive, grid: Optional[tuple] = None,
+                       collision_required: bool = True) -> Dict[str, np.ndarray]:
+    """Points (Np,3) f32, scores μ (Np,V,A,D) f32, widths (Np,V,A,D) f32 and the self-collision
+    mask (Np,V,A,D) bool of one open label file, checked for consistent shapes. Without
+    ``collision_required`` a file with no ``collision`` array has no self-collision."""
+    path = npz.path
+    points = _check_array(path, 'points', npz['points'], 2, 'f', (3,))
+    scores = _check_array(path, 'scores', npz['scores'], 4, 'f')
+    offsets = _check_array(path, 'offsets', npz['offsets'], 5, 'f', (3,))
+    collision = (_check_array(path, 'collision', npz['collision'], 4, 'b')
+                 if collision_required or 'collision' in npz.files
+                 else np.zeros(scores.shape, bool))
+    n = len(points)
+    grid = tuple(grid) if grid is not None else tuple(scores.shape[1:])
+    for key, array in (('scores', scores), ('offsets', offsets[..., 0]),
+                       ('collision', collision)):
+        if array.shape != (n, *grid):
+            raise DatasetFileError(path, f'{key!r} has shape {array.shape}, expected '
+                                         f'{(n, *grid)} for {n} points')
+    return dict(points=points.astype(np.float32), scores=scores.astype(np.float32),
+                widths=np.ascontiguousarray(offsets[..., 2], dtype=np.float32),
+                self_collision=collision)
+
+
+class DerivedLabelFiles:
+    """The loaders of the files mmgrasp derives for any layout (tolerance radii, GSNet
+    graspness), shared by the readers; they name them by ``tolerance_path`` and
+    ``graspness_path``."""
+
+    def load_tolerance(self, obj: int) -> Optional[np.ndarray]:
+        """(Np, V, A, D) float32 tolerance radii, or None where no tolerance file was generated."""
+        path = self.tolerance_path(obj)
+        if not os.path.isfile(path):
+            return None
+        return _check_array(path, 'tolerance', _load_npy(path), 4, 'f').astype(np.float32)
+
+    def load_graspness(self, scene: int, frame: int) -> np.ndarray:
+        """(N_masked,) float32 GSNet graspness of the masked points of one frame."""
+        path = self.graspness_path(scene, frame)
+        if not os.path.isfile(path):
+            raise DatasetFileError(path, 'file not found; GSNet graspness labels are generated '
+                                         f'with `python tools/data/generate_graspness.py '
+                                         f'{self.root} --camera {self.camera}`')
+        array = _load_npy(path)
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array[:, 0]
+        return _check_array(path, 'graspness', array, 1, 'f').astype(np.float32)
+
+
+class GraspNetReader(DerivedLabelFiles):
     """Paths and loaders for one GraspNet-1Billion root and camera.
 
     Args:
@@ -336,24 +385,9 @@ class GraspNetReader:
         return _NpzArchive(self.grasp_label_path(obj))
 
     def load_grasp_label(self, obj: int, grid: Optional[tuple] = None) -> Dict[str, np.ndarray]:
-        """Points (Np,3) f32, scores μ (Np,V,A,D) f32, widths (Np,V,A,D) f32 and the
-        self-collision mask (Np,V,A,D) bool of one object, checked for consistent shapes."""
+        """One object's label arrays (see :func:`grasp_label_arrays`)."""
         with self.open_grasp_label(obj) as npz:
-            path = npz.path
-            points = _check_array(path, 'points', npz['points'], 2, 'f', (3,))
-            scores = _check_array(path, 'scores', npz['scores'], 4, 'f')
-            offsets = _check_array(path, 'offsets', npz['offsets'], 5, 'f', (3,))
-            collision = _check_array(path, 'collision', npz['collision'], 4, 'b')
-        n = len(points)
-        grid = tuple(grid) if grid is not None else tuple(scores.shape[1:])
-        for key, array in (('scores', scores), ('offsets', offsets[..., 0]),
-                           ('collision', collision)):
-            if array.shape != (n, *grid):
-                raise DatasetFileError(path, f'{key!r} has shape {array.shape}, expected '
-                                             f'{(n, *grid)} for {n} points')
-        return dict(points=points.astype(np.float32), scores=scores.astype(np.float32),
-                    widths=np.ascontiguousarray(offsets[..., 2], dtype=np.float32),
-                    self_collision=collision)
+            return grasp_label_arrays(npz, grid)
 
     def load_collision(self, scene: int, meta: Optional[FrameMeta] = None,
                        num_points: Optional[Dict[int, int]] = None,
@@ -385,22 +419,3 @@ class GraspNetReader:
                                   f'points: cls_indexes disagree with the collision file')
                 masks.append(mask)
         return masks
-
-    def load_tolerance(self, obj: int) -> Optional[np.ndarray]:
-        """(Np, V, A, D) float32 tolerance radii, or None where no tolerance file was generated."""
-        path = self.tolerance_path(obj)
-        if not os.path.isfile(path):
-            return None
-        return _check_array(path, 'tolerance', _load_npy(path), 4, 'f').astype(np.float32)
-
-    def load_graspness(self, scene: int, frame: int) -> np.ndarray:
-        """(N_masked,) float32 GSNet graspness of the masked points of one frame."""
-        path = self.graspness_path(scene, frame)
-        if not os.path.isfile(path):
-            raise DatasetFileError(path, 'file not found; GSNet graspness labels are generated '
-                                         f'with `python tools/data/generate_graspness.py '
-                                         f'{self.root} --camera {self.camera}`')
-        array = _load_npy(path)
-        if array.ndim == 2 and array.shape[1] == 1:
-            array = array[:, 0]
-        return _check_array(path, 'graspness', array, 1, 'f').astype(np.float32)

@@ -163,7 +163,7 @@ MUTANTS = {
         lambda monkeypatch: monkeypatch.setattr(LabelStore, 'collision_row_offset',
                                                 _first_instance_offset),
     'widths read from offsets[..., 1]': source_mutant(
-        'mmgrasp.datasets.graspnet_reader:GraspNetReader.load_grasp_label',
+        'mmgrasp.datasets.graspnet_reader:grasp_label_arrays',
         'offsets[..., 2]', 'offsets[..., 1]'),
     'view re-indexing inverted (argmin over slots)': source_mutant(
         f'{ASSIGNER}.view_reindex', 'd.argmin(dim=2)', 'd.argmin(dim=1)'),
