@@ -12,7 +12,7 @@ from mmengine.runner import load_checkpoint
 
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
-from mmgrasp.storage.frame_store import masked_pixels
+from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.utils import register_all_modules
 from mmgrasp.utils.random import sample_rng
 

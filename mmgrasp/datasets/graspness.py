@@ -15,8 +15,8 @@ import numpy as np
 from mmengine.logging import print_log
 from scipy.spatial import cKDTree
 
-from mmgrasp.storage.label_maps import MapCache
-from mmgrasp.storage.label_store import LabelStore, open_label_store, unpack_rows
+from mmgrasp.storage.labels.maps import MapCache
+from mmgrasp.storage.labels.store import LabelStore, open_label_store, unpack_rows
 from .graspnet_reader import GraspNetReader
 from .layouts import open_reader
 from .transforms.loading import depth_to_cloud, workspace_mask

@@ -203,7 +203,7 @@ def reads_matched_cells(objects: Sequence[ObjectGraspLabels]) -> bool:
 def gather_view_summaries(objects: Sequence[ObjectGraspLabels], names: Sequence[str],
                           owner: Tensor, rows: Tensor, views: Tensor,
                           first_cell_widths: bool = False) -> Dict[str, Tensor]:
-    """Per-view summaries (see ``mmgrasp.storage.view_summaries``) of label point ``rows[k]``
+    """Per-view summaries (see ``mmgrasp.storage.labels.summaries``) of label point ``rows[k]``
     of ``objects[owner[k]]`` at its object views ``views[k]`` (K, W), each (K, W), in one read;
     with ``first_cell_widths`` also ``first_cell_width`` (K,), the width of cell (0, 0) at view
     ``views[k, 0]``. Only where :func:`reads_matched_cells` holds."""

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 from mmgrasp.datasets import GraspNetDataset, GraspNetReader
 from mmgrasp.registry import MODELS, TASK_UTILS
-from mmgrasp.storage.label_store import build_label_store
+from mmgrasp.storage.labels.store import build_label_store
 
 
 def test_unknown_grids_value_names_the_key(synthetic_root):
@@ -68,7 +68,7 @@ def test_worker_failure_names_the_file(synthetic_root, tmp_path):
 _READ_ONLY = textwrap.dedent('''
     import os, sys, torch
     from mmgrasp.datasets import GraspNetDataset, GraspNetReader
-    from mmgrasp.storage.label_store import LabelStoreError, open_label_store
+    from mmgrasp.storage.labels.store import LabelStoreError, open_label_store
     from mmgrasp.structures import gather_grids
     root, cache, changed = sys.argv[1], sys.argv[2], sys.argv[3]
     try:

@@ -11,7 +11,7 @@ import pytest
 import scipy.io
 
 from mmgrasp.apis.grasp_drawing import depth_colours, draw_scene, gripper_outlines, project
-from mmgrasp.storage.frame_store import masked_pixels
+from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

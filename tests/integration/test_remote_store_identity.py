@@ -9,14 +9,15 @@ from torch.utils.data import DataLoader
 
 from mmgrasp.datasets import GraspNetDataset, GraspNetReader
 from mmgrasp.datasets.transforms.grasp_labels import SampleGraspLabels
-from mmgrasp.storage import open_remote_store, publish_store, remote_store
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_store import (LabelStoreError, build_label_store,
+from mmgrasp.storage import open_remote_store, publish_store
+from mmgrasp.storage.remote import store as remote_store
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.store import (LabelStoreError, build_label_store,
                                          open_remote_label_store)
 from servers.range_server import RangeServer
 from mmgrasp.structures import gather_grids
-from mmgrasp.storage.matched_reader import CELL_NAMES
-from mmgrasp.storage.view_summaries import SUMMARY_DTYPES
+from mmgrasp.storage.readers.cells import CELL_NAMES
+from mmgrasp.storage.labels.summaries import SUMMARY_DTYPES
 from mmgrasp.structures.grasp_labels import (ObjectGraspLabels, gather_view_cells,
                                              gather_view_summaries, reads_matched_cells)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.storage.derived_assets import current_version
-from mmgrasp.storage.label_store import store_path_for
+from mmgrasp.storage.labels.store import store_path_for
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

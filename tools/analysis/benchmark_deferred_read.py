@@ -49,9 +49,9 @@ import torch
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from mmgrasp.models.assigners import NearestLabelAssigner, ScaleBalancedAssigner
-from mmgrasp.storage.deferred_reader import (StoreGrids, distinct_in_file_order,
-                                             pop_map_copy_bytes, read_rows)
-from mmgrasp.storage.label_store import LabelStore, open_label_store
+from mmgrasp.storage.labels.store import LabelStore, open_label_store
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.readers.common import distinct_in_file_order, pop_map_copy_bytes, read_rows
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
 from mmgrasp.structures.label_batch import GraspLabelBatch
 

@@ -47,9 +47,9 @@ from mmengine.runner import Runner
 
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.registry import DATASETS, MODELS
-from mmgrasp.storage import label_maps
-from mmgrasp.storage.deferred_reader import pop_map_copy_bytes, pop_map_copy_seconds
-from mmgrasp.storage.label_store import open_label_store
+from mmgrasp.storage.labels import maps as label_maps
+from mmgrasp.storage.readers import pop_map_copy_bytes, pop_map_copy_seconds
+from mmgrasp.storage.labels.store import open_label_store
 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
 ROWS = [('loader_fps', 'loader frames/s', 1), ('batch_mib', 'batch leaving a worker (MiB)', 1),

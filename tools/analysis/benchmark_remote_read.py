@@ -54,14 +54,15 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests'))
 from servers.range_server import RangeServer  # noqa: E402  (a test server, not the package's)
 
-from mmgrasp.storage import deferred_reader, remote_store
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_store import (COLLISION_BITORDER, FORMAT_VERSION, packed_row_bytes,
+from mmgrasp.storage.readers import common as read_common
+from mmgrasp.storage.remote import store as remote_store
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.store import (COLLISION_BITORDER, FORMAT_VERSION, packed_row_bytes,
                                          open_remote_label_store)
-from mmgrasp.storage.remote_source import HTTPSource, join_url
-from mmgrasp.storage.remote_store import (CURRENT, MANIFEST, MIB, RemoteOptions, RemoteStore,
+from mmgrasp.storage.remote.sources import HTTPSource, join_url
+from mmgrasp.storage.remote.store import (CURRENT, MANIFEST, MIB, RemoteOptions, RemoteStore,
                                           describe_npy)
-from mmgrasp.storage.view_summaries import SUMMARY_DTYPES
+from mmgrasp.storage.labels.summaries import SUMMARY_DTYPES
 from mmgrasp.structures.grasp_labels import (ObjectGraspLabels, gather_view_cells,
                                              gather_view_summaries)
 
@@ -227,14 +228,14 @@ def one_wave_per_array(store: RemoteStore, calls: list):
     gets the statistics of each)."""
     def sequential(requests):
         for request in requests:
-            deferred_reader.read_rows(*request)
+            read_common.read_rows(*request)
             calls.append(store.pop_stats())
-    original = deferred_reader.read_rows_many
-    deferred_reader.read_rows_many = sequential
+    original = read_common.read_rows_many
+    read_common.read_rows_many = sequential
     try:
         yield
     finally:
-        deferred_reader.read_rows_many = original
+        read_common.read_rows_many = original
 
 
 def same_bits(got: dict, want: dict) -> bool:

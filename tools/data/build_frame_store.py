@@ -23,7 +23,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from mmgrasp.storage.frame_store import (FrameStoreError, build_frame_store, camera_scenes,
+from mmgrasp.storage.frames.store import (FrameStoreError, build_frame_store, camera_scenes,
                                           open_frame_store)
 from mmgrasp.datasets.graspnet_reader import DatasetFileError
 from mmgrasp.datasets.layouts import open_reader

@@ -26,7 +26,7 @@ from typing import List, Optional
 from mmgrasp.datasets.graspnet_reader import DatasetFileError
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.storage.derived_assets import current_version
-from mmgrasp.storage.label_store import (MANIFEST, LabelStoreError, build_label_store,
+from mmgrasp.storage.labels.store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
 from mmgrasp.storage import publish_store
 

@@ -11,7 +11,7 @@ import sys
 
 from mmgrasp.datasets.graspness import generate_graspness
 from mmgrasp.datasets.graspnet_reader import DatasetFileError
-from mmgrasp.storage.label_store import LabelStoreError
+from mmgrasp.storage.labels.store import LabelStoreError
 
 
 def main() -> None:

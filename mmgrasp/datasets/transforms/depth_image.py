@@ -2,7 +2,7 @@
 import numpy as np
 from mmcv.transforms import BaseTransform
 
-from mmgrasp.storage.frame_store import pixel_points
+from mmgrasp.storage.frames.store import pixel_points
 from mmgrasp.registry import TRANSFORMS
 
 

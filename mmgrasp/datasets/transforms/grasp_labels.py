@@ -7,9 +7,9 @@ from mmcv.transforms import BaseTransform
 from scipy.spatial import cKDTree
 
 from mmgrasp.registry import TRANSFORMS
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_maps import open_maps
-from mmgrasp.storage.label_store import (LabelStore, open_label_store, open_remote_label_store,
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.maps import open_maps
+from mmgrasp.storage.labels.store import (LabelStore, open_label_store, open_remote_label_store,
                                          unpack_rows, zero_where)
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
 from ..graspnet_reader import DatasetFileError

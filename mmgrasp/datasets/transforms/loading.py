@@ -4,14 +4,14 @@ The cloud, the workspace mask and the sampling follow graspnet-baseline's ``get_
 (``create_point_cloud_from_depth_image``, ``get_workspace_mask``) exactly, because GSNet's
 graspness files hold one row per point of that masked cloud: any other mask misaligns them.
 The masked cloud comes from the dataset files or from the frame store built from them
-(:mod:`mmgrasp.storage.frame_store`); both give the same sample, bit for bit.
+(:mod:`mmgrasp.storage.frames.store`); both give the same sample, bit for bit.
 """
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from mmcv.transforms import BaseTransform
 
-from mmgrasp.storage.frame_store import (FrameStore, aligned_graspness, box_mask, camera_scenes,
+from mmgrasp.storage.frames.store import (FrameStore, aligned_graspness, box_mask, camera_scenes,
                                           open_frame_store, pixel_points, read_frame)
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.layouts import open_reader

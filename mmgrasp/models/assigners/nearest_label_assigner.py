@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from mmgrasp.storage.view_summaries import SUMMARY_VIEW_MAX_MU
+from mmgrasp.storage.labels.summaries import SUMMARY_VIEW_MAX_MU
 from mmgrasp.registry import TASK_UTILS
 from mmgrasp.structures.grasp_labels import (gather_grids, gather_view_cells,
                                              gather_view_summaries, reads_matched_cells)

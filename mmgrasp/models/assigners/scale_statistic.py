@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from mmengine.logging import print_log
 
-from mmgrasp.storage.label_store import default_cache_dir
+from mmgrasp.storage.labels.store import default_cache_dir
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
 from ..utils.grasp_geometry import GRASP_MAX_WIDTH
 

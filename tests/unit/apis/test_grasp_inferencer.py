@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.apis import GraspInferencer
-from mmgrasp.storage.frame_store import masked_pixels
+from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.evaluation.functional import grasp_nms
 

@@ -11,7 +11,7 @@ import pytest
 from mmgrasp.datasets.graspclutter6d_reader import (DEPTH_SCALE, GraspClutter6DReader,
                                                     camera_name, image_id)
 from mmgrasp.datasets.layouts import detect_layout, open_reader
-from mmgrasp.storage.label_store import open_label_store
+from mmgrasp.storage.labels.store import open_label_store
 from mmgrasp.storage.source import DatasetFileError
 
 

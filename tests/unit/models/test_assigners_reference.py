@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import _reference_checks as checks
-from mmgrasp.storage.label_store import LabelStore
+from mmgrasp.storage.labels.store import LabelStore
 from mmgrasp.models.assigners import compute_scale_statistic
 from mmgrasp.utils import register_all_modules
 
@@ -145,8 +145,8 @@ def _first_instance_offset(self, scene, instance):
 ASSIGNER = 'mmgrasp.models.assigners.nearest_label_assigner:NearestLabelAssigner'
 SBG = 'mmgrasp.models.assigners.scale_balanced_assigner:ScaleBalancedAssigner'
 BL_LOSS = 'mmgrasp.models.losses.graspnet_loss'
-SUMMARIES = 'mmgrasp.storage.view_summaries'
-MATCHED_READER = 'mmgrasp.storage.matched_reader'
+SUMMARIES = 'mmgrasp.storage.labels.summaries'
+MATCHED_READER = 'mmgrasp.storage.readers.cells'
 MUTANTS = {
     'width <= 0.1 mask dropped in match_view': source_mutant(
         f'{ASSIGNER}.match_view', '(mu > 0) & (widths <= GRASP_MAX_WIDTH)', '(mu > 0)'),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import _reference_checks as checks
-from mmgrasp.storage.label_store import LabelStore
+from mmgrasp.storage.labels.store import LabelStore
 from mmgrasp.utils import register_all_modules
 
 GRIDS = ('dense', 'deferred')

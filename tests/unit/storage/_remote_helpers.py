@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 from mmgrasp.storage import open_remote_store
-from mmgrasp.storage.remote_source import join_url
+from mmgrasp.storage.remote.sources import join_url
 
 SCORES = 'objects/000/scores.npy'
 

@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from mmgrasp.storage import publish_store, remote_store
+from mmgrasp.storage import publish_store
+from mmgrasp.storage.remote import store as remote_store
 from servers.range_server import RangeServer
 
 

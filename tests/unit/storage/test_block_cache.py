@@ -4,7 +4,7 @@ import socket
 import subprocess
 import sys
 
-from mmgrasp.storage.block_cache import BlockCache
+from mmgrasp.storage.remote.block_cache import BlockCache
 
 from _remote_helpers import dead_pid
 

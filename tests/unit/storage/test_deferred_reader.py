@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_maps import MapCache
-from mmgrasp.storage.label_store import build_label_store
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.maps import MapCache
+from mmgrasp.storage.labels.store import build_label_store
 from mmgrasp.structures import gather_grids
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 

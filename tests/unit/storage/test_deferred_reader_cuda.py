@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import mmgrasp.storage.deferred_reader as deferred_reader
+import mmgrasp.storage.readers.common as read_common
 from mmgrasp.structures.grasp_labels import gather_grids
 
 needs_cuda = [pytest.mark.cuda,
@@ -40,7 +40,7 @@ def requests(objects, seed: int, count: int, device: str):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 def test_the_next_acquire_waits_for_the_copy_in_flight():
-    buffer = deferred_reader.ReadBuffer()
+    buffer = read_common.ReadBuffer()
     host = buffer.acquire(1 << 24)
     assert host.is_pinned()
     host.fill_(1)
@@ -55,13 +55,13 @@ def test_the_next_acquire_waits_for_the_copy_in_flight():
 def _gathers_on_two_streams(objects, monkeypatch):
     """Gather 1 on one stream with its copy held up, then gather 2 on another stream (whose
     request transfer does not wait for stream 1). Returns both results and the CPU path's."""
-    original = deferred_reader.ReadBuffer.to_device
+    original = read_common.ReadBuffer.to_device
 
     def delayed(self, host, device):
         torch.cuda._sleep(SPIN)
         return original(self, host, device)
 
-    monkeypatch.setattr(deferred_reader.ReadBuffer, 'to_device', delayed)
+    monkeypatch.setattr(read_common.ReadBuffer, 'to_device', delayed)
     first, second = requests(objects, 0, 300, 'cuda'), requests(objects, 1, 300, 'cuda')
     torch.cuda.synchronize()
     with torch.cuda.stream(torch.cuda.Stream()):
@@ -85,12 +85,12 @@ def test_a_gather_on_another_stream_waits_for_the_copy_in_flight(make_dataset, m
 
 
 @pytest.mark.cuda
-def _only_buffer(monkeypatch) -> 'deferred_reader.ReadBuffer':
+def _only_buffer(monkeypatch) -> 'read_common.ReadBuffer':
     """A fresh pool holding one buffer, which every single-threaded gather then borrows."""
-    pool = deferred_reader.BufferPool()
-    buffer = deferred_reader.ReadBuffer()
+    pool = read_common.BufferPool()
+    buffer = read_common.ReadBuffer()
     pool._free.append(buffer)
-    monkeypatch.setattr(deferred_reader, '_buffers', pool)
+    monkeypatch.setattr(read_common, '_buffers', pool)
     return buffer
 
 
@@ -98,13 +98,13 @@ def _only_buffer(monkeypatch) -> 'deferred_reader.ReadBuffer':
 def test_a_reader_that_does_not_wait_is_caught(make_dataset, monkeypatch):
     """Mutation check: with the wait removed, the delayed copy carries the second read's rows."""
     objects = deferred_objects(make_dataset)
-    original = deferred_reader.ReadBuffer.acquire
+    original = read_common.ReadBuffer.acquire
 
     def acquire_without_waiting(self, nbytes):
         self._copy_done = None
         return original(self, nbytes)
 
-    monkeypatch.setattr(deferred_reader.ReadBuffer, 'acquire', acquire_without_waiting)
+    monkeypatch.setattr(read_common.ReadBuffer, 'acquire', acquire_without_waiting)
     buffer = _only_buffer(monkeypatch)
     buffer.acquire(64 << 20)  # large enough for both reads: no reallocation
     got_first, _, want_first, _ = _gathers_on_two_streams(objects, monkeypatch)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mmgrasp.datasets import GraspNetDataset
-from mmgrasp.storage.frame_store import (FrameStoreError, aligned_graspness, build_frame_store,
+from mmgrasp.storage.frames.store import (FrameStoreError, aligned_graspness, build_frame_store,
                                           frame_store_path, masked_pixels, open_frame_store,
                                           read_frame)
 from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.storage import label_maps
-from mmgrasp.storage.label_maps import LabelFileChanged, MapCache, open_map_limit
-from mmgrasp.storage.label_store import build_label_store
+from mmgrasp.storage.labels import maps as label_maps
+from mmgrasp.storage.labels.maps import LabelFileChanged, MapCache, open_map_limit
+from mmgrasp.storage.labels.store import build_label_store
 
 
 @pytest.fixture
@@ -33,8 +33,8 @@ _LOWERED_LIMIT = textwrap.dedent('''
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), hard))
     from mmgrasp.datasets.graspnet_reader import GraspNetReader
-    from mmgrasp.storage.label_maps import open_maps, open_map_limit
-    from mmgrasp.storage.label_store import open_label_store
+    from mmgrasp.storage.labels.maps import open_maps, open_map_limit
+    from mmgrasp.storage.labels.store import open_label_store
     store = open_label_store(GraspNetReader(sys.argv[1]), build=False)
     files = [store.object_file(o, n) for o in store.objects
              for n in ('scores', 'widths', 'tolerance', 'self_collision', 'points')]

@@ -14,7 +14,7 @@ import pytest
 
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.storage.derived_assets import current_version
-from mmgrasp.storage.label_store import (LabelStoreError, build_label_store, open_label_store,
+from mmgrasp.storage.labels.store import (LabelStoreError, build_label_store, open_label_store,
                                           pack_rows, store_path_for, unpack_rows)
 
 
@@ -119,7 +119,7 @@ def test_unwritable_cache_is_named(synthetic_root, tmp_path):
 
 _SLOW_BUILD = textwrap.dedent('''
     import sys, time
-    import mmgrasp.storage.label_store as ls
+    import mmgrasp.storage.labels.store as ls
     from mmgrasp.datasets.graspnet_reader import GraspNetReader
     save = ls._save
     def slow_save(path, array):
@@ -209,8 +209,8 @@ _OLD_STORE_READER = textwrap.dedent('''
     import sys, time
     import numpy as np, torch
     from mmgrasp.datasets.graspnet_reader import GraspNetReader
-    from mmgrasp.storage.deferred_reader import StoreGrids
-    from mmgrasp.storage.label_store import open_label_store
+    from mmgrasp.storage.readers import StoreGrids
+    from mmgrasp.storage.labels.store import open_label_store
     from mmgrasp.structures.grasp_labels import ObjectGraspLabels
     from mmgrasp.structures import gather_grids
     root, cache, obj, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -231,7 +231,7 @@ _OLD_STORE_READER = textwrap.dedent('''
     while not os.path.exists(go):
         time.sleep(0.02)
     assert read().tobytes() == first.tobytes()  # the maps of the old files are still valid
-    from mmgrasp.storage.label_maps import open_maps
+    from mmgrasp.storage.labels.maps import open_maps
     open_maps()._maps.clear()  # maps closed (ulimit) and reopened: the old files are still there
     assert read().tobytes() == first.tobytes(), 'the old store changed under a running job'
     print('old values kept', float(first.max()), flush=True)
@@ -257,7 +257,7 @@ def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_
     second = subprocess.run([sys.executable, '-c', textwrap.dedent('''
         import sys, numpy as np
         from mmgrasp.datasets.graspnet_reader import GraspNetReader
-        from mmgrasp.storage.label_store import open_label_store
+        from mmgrasp.storage.labels.store import open_label_store
         store = open_label_store(GraspNetReader(sys.argv[1]), sys.argv[2])
         print(store.path, float(np.load(store.object_file(int(sys.argv[3]), 'scores')).max()))
         '''), dataset_copy, cache, str(obj)], capture_output=True, text=True, timeout=120)

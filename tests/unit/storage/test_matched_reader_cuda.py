@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-import mmgrasp.storage.deferred_reader as deferred_reader
-from mmgrasp.storage import view_summaries
+import mmgrasp.storage.readers.common as read_common
+from mmgrasp.storage.labels import summaries as view_summaries
 from mmgrasp.structures.grasp_labels import gather_view_cells, gather_view_summaries
 
 needs_cuda = [pytest.mark.cuda,
@@ -43,13 +43,13 @@ def _read(objects, device, seed):
 @pytest.mark.parametrize('device', DEVICES)
 def test_matched_reads_on_the_device_equal_the_cpu(objects, device, monkeypatch):
     transfers = []
-    original = deferred_reader.ReadBuffer.to_device
+    original = read_common.ReadBuffer.to_device
 
     def counted(self, host, target):
         transfers.append(host.is_pinned() if target.type == 'cuda' else None)
         return original(self, host, target)
 
-    monkeypatch.setattr(deferred_reader.ReadBuffer, 'to_device', counted)
+    monkeypatch.setattr(read_common.ReadBuffer, 'to_device', counted)
     got = _read(objects, device, seed=0)
     assert len(transfers) == 2  # one per read (summaries, cells)
     if device == 'cuda':

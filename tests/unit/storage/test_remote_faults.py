@@ -7,8 +7,9 @@ import pytest
 
 from _remote_helpers import (SCORES, cached_blocks_are_true, expected, logged_blocks, open_http,
                              read)
-from mmgrasp.storage import RemoteFileChanged, RemoteReadError, remote_store
-from mmgrasp.storage.remote_source import join_url
+from mmgrasp.storage import RemoteFileChanged, RemoteReadError
+from mmgrasp.storage.remote import store as remote_store
+from mmgrasp.storage.remote.sources import join_url
 
 FAST = dict(backoff=0.01, retries=2, block_size=256, gap=0)
 RANGE = r'objects/000/scores.npy bytes \d+-\d+: '

@@ -7,8 +7,9 @@ import socket
 import numpy as np
 import pytest
 
-from mmgrasp.storage import RemoteStoreError, open_remote_store, publish_store, remote_store
-from mmgrasp.storage.remote_source import join_url
+from mmgrasp.storage import RemoteStoreError, open_remote_store, publish_store
+from mmgrasp.storage.remote import store as remote_store
+from mmgrasp.storage.remote.sources import join_url
 
 from _remote_helpers import (SCORES, cached_blocks_are_true, dead_pid, expected, logged_blocks,
                              open_http, read)
@@ -269,7 +270,7 @@ def test_half_uploaded_store_is_refused(served, tmp_path):
 
 
 def test_publish_writes_files_then_manifest_then_current(version_dir, tmp_path, monkeypatch):
-    from mmgrasp.storage.remote_source import FsspecSource
+    from mmgrasp.storage.remote.sources import FsspecSource
     order = []
     monkeypatch.setattr(FsspecSource, 'write', lambda self, url, local: order.append(url))
     monkeypatch.setattr(FsspecSource, 'write_bytes', lambda self, url, data: order.append(url))

@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader
-from mmgrasp.storage.frame_store import open_frame_store, read_frame, stale_reason
-from mmgrasp.storage.label_store import open_label_store, unpack_rows
-from mmgrasp.storage.label_store import stale_reason as label_stale_reason
+from mmgrasp.storage.frames.store import open_frame_store, read_frame, stale_reason
+from mmgrasp.storage.labels.store import open_label_store, unpack_rows
+from mmgrasp.storage.labels.store import stale_reason as label_stale_reason
 
 
 def test_label_store_rows_follow_scene_gt(gc6d_root, tmp_path):

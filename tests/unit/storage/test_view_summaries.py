@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.storage import view_summaries
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_store import build_label_store
+from mmgrasp.storage.labels import summaries as view_summaries
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.store import build_label_store
 from mmgrasp.structures.grasp_labels import (ObjectGraspLabels, gather_grids,
                                              gather_view_cells, gather_view_summaries,
                                              reads_matched_cells)
@@ -290,17 +290,17 @@ def test_matched_cells_need_codes_of_every_record(store):
 
 def test_local_matched_reads_go_through_read_rows(store, monkeypatch):
     """Each stage's arrays are one read_rows_many call that copies every local array through
-    ``deferred_reader.read_rows`` (looked up at call time, so benchmarks and tests can wrap
+    ``read_common.read_rows`` (looked up at call time, so benchmarks and tests can wrap
     it), one call per array, with the same bits as the unwrapped reader."""
-    from mmgrasp.storage import deferred_reader
+    from mmgrasp.storage.readers import common as read_common
     labels = _labels(store, 'zero_scores')
     owner, rows, views = _requests(labels, store.grid[0], n=50, seed=3)
     cells = ['scores', 'widths', 'tolerance', 'collision']
     names = list(view_summaries.SUMMARY_DTYPES)
     want = (gather_view_summaries(labels, names, owner, rows, views, first_cell_widths=True),
             gather_view_cells(labels, cells, owner, rows, views[:, 0]))
-    seen, original = [], deferred_reader.read_rows
-    monkeypatch.setattr(deferred_reader, 'read_rows',
+    seen, original = [], read_common.read_rows
+    monkeypatch.setattr(read_common, 'read_rows',
                         lambda paths, *rest: seen.append(paths[0]) or original(paths, *rest))
     got = gather_view_summaries(labels, names, owner, rows, views, first_cell_widths=True)
     assert sorted(p.rsplit('/', 1)[1] for p in seen) == sorted(

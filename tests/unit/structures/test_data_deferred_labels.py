@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import mmgrasp.storage.deferred_reader as deferred_reader
+import mmgrasp.storage.readers.common as read_common
+import mmgrasp.storage.readers.rows as read_rows
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
-from mmgrasp.storage.deferred_reader import StoreGrids
-from mmgrasp.storage.label_store import open_label_store
+from mmgrasp.storage.readers import StoreGrids
+from mmgrasp.storage.labels.store import open_label_store
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
 
 MODES = ('zero_scores', 'mask', 'none')
@@ -144,9 +145,10 @@ def test_bad_requests_are_named(synthetic_root):
 
 
 # ------------------------------------------------------------------------------ mutation check
-def _wrap(name, change):
-    original = getattr(deferred_reader, name)
-    return name, lambda *args, **kwargs: change(original, *args, **kwargs)
+def _wrap(module, name, change):
+    """Replace ``module.name`` (where the reader looks it up) by ``change(original, ...)``."""
+    original = getattr(module, name)
+    return module, name, lambda *args, **kwargs: change(original, *args, **kwargs)
 
 
 def _buffer_without_resizing(self, nbytes):
@@ -156,25 +158,25 @@ def _buffer_without_resizing(self, nbytes):
 
 
 MUTATIONS = {
-    'wrong bit order': ('COLLISION_BITORDER', 'big'),
-    'off-by-one value row': _wrap('_file_rows', lambda f, r, o, rows: np.minimum(
+    'wrong bit order': (read_common, 'COLLISION_BITORDER', 'big'),
+    'off-by-one value row': _wrap(read_rows, 'request_file_rows', lambda f, r, o, rows: np.minimum(
         f(r, o, rows) + 1, min(x.rows.max() for x in r))),
-    'off-by-one collision row offset': _wrap('_collision_rows', lambda f, *a: f(*a) + 1),
-    'forgotten zeroing': _wrap('_assemble', lambda f, data, name, *a: f(
+    'off-by-one collision row offset': _wrap(read_rows, 'collision_rows', lambda f, *a: f(*a) + 1),
+    'forgotten zeroing': _wrap(read_rows, 'assemble', lambda f, data, name, *a: f(
         data if name == 'collision' else {k: v for k, v in data.items()
                                           if not k.startswith('collision')}, name, *a)),
-    'views ignored': _wrap('_value_keys', lambda f, rows, views, v: f(rows, None, v) * v),
-    'several views per request ignored': _wrap('_expand', lambda f, rows, index, views: f(
+    'views ignored': _wrap(read_rows, 'value_keys', lambda f, rows, views, v: f(rows, None, v) * v),
+    'several views per request ignored': _wrap(read_rows, 'expand', lambda f, rows, index, views: f(
         rows, index, None if views is None else torch.zeros_like(views))),
-    'widths at the wrong view': _wrap('_value_keys', lambda f, rows, views, v: f(
+    'widths at the wrong view': _wrap(read_rows, 'value_keys', lambda f, rows, views, v: f(
         rows, None if views is None else (views + 1) % v, v)),
     'rows not expanded in request order': _wrap(
-        'distinct_in_file_order', lambda f, *a: (*f(*a)[:2], np.sort(f(*a)[2]))),
-    'buffer reused without resizing': ('ReadBuffer.acquire', _buffer_without_resizing),
+        read_common, 'distinct_in_file_order', lambda f, *a: (*f(*a)[:2], np.sort(f(*a)[2]))),
+    'buffer reused without resizing': (read_common.ReadBuffer, 'acquire', _buffer_without_resizing),
     'collision rows of other requests': _wrap(
-        'unpack_bits', lambda f, packed, cells: f(packed.flip(0), cells)),
+        read_rows, 'unpack_bits', lambda f, packed, cells: f(packed.flip(0), cells)),
     'tolerance levels looked up in the first object radii': _wrap(
-        '_assemble', lambda f, data, name, *a: f(
+        read_rows, 'assemble', lambda f, data, name, *a: f(
             {**data, 'radius_start': torch.zeros_like(data['radius_start'])}
             if 'radius_start' in data else data, name, *a)),
 }
@@ -182,12 +184,10 @@ MUTATIONS = {
 
 @pytest.mark.parametrize('mutation', sorted(MUTATIONS))
 def test_mutations_are_caught(synthetic_root, monkeypatch, mutation):
-    target, value = MUTATIONS[mutation]
-    if target == 'ReadBuffer.acquire':
-        monkeypatch.setattr(deferred_reader.ReadBuffer, 'acquire', value)
-        monkeypatch.setattr(deferred_reader, '_buffers', deferred_reader.BufferPool())
-    else:
-        monkeypatch.setattr(deferred_reader, target, value)
+    module, name, value = MUTATIONS[mutation]
+    monkeypatch.setattr(module, name, value)
+    if module is read_common.ReadBuffer:  # a fresh pool: no buffer sized by an earlier test
+        monkeypatch.setattr(read_common, '_buffers', read_common.BufferPool())
     with pytest.raises((AssertionError, ValueError, IndexError, RuntimeError)):
         run_all_checks(synthetic_root)
 
@@ -195,5 +195,5 @@ def test_mutations_are_caught(synthetic_root, monkeypatch, mutation):
 def test_torch_unpacking_matches_numpy():
     """The accelerator path of unpack_bits, run on the CPU against numpy's."""
     packed = torch.randint(0, 256, (9, 6), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
-    assert torch.equal(deferred_reader.unpack_bits_torch(packed, 45),
-                       deferred_reader.unpack_bits(packed, 45))
+    assert torch.equal(read_common.unpack_bits_torch(packed, 45),
+                       read_common.unpack_bits(packed, 45))

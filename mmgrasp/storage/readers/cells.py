@@ -1,34 +1,37 @@
 """Matched-cell reads of the label store: what label matching uses, not whole rows.
 
 Stage one of an assigner needs, per matched label row, a few per-view summaries
-(:mod:`.view_summaries`, a few hundred bytes a row); stage two, at the view the network chose,
+(:mod:`..labels.summaries`, a few hundred bytes a row); stage two, at the view the network chose,
 the A·D cells of that one view: one-byte μ codes, widths, tolerance levels and the bits of the
-scene-collision row that cover the view. Both reads go the deferred reader's way
-(:mod:`.deferred_reader`): requests to the host in one transfer, distinct rows once, in file
-order, through one :func:`~.deferred_reader.read_rows_many` call a stage (looked up at every
+scene-collision row that cover the view. Both reads go the way :mod:`.common` describes:
+requests to the host in one transfer, distinct rows once, in file
+order, through one :func:`~.common.read_rows_many` call a stage (looked up at every
 call; memory-map reads all go through ``read_rows``, a published store's range requests of all
 the stage's arrays go out in one wave) into one reused (page-locked) buffer, one
 transfer to the device; there codes become μ through the objects' value tables, bits are
 unpacked, and rows are expanded to the requests (and to the re-indexed views) that share them.
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from . import deferred_reader as reader
-from .deferred_reader import StoreGrids, _expand, _file_rows, _group, _Transfer, unpack_bits
-from .label_maps import open_maps
-from .label_store import packed_row_bytes
-from .view_summaries import SUMMARY_DTYPES
+from ..labels.maps import open_maps
+from ..labels.store import packed_row_bytes
+from ..labels.summaries import SUMMARY_DTYPES
+from . import common
+from .common import Transfer, expand, group_by_file, request_file_rows, unpack_bits
+
+if TYPE_CHECKING:
+    from .grids import StoreGrids
 
 CODED_SUMMARIES = ('view_min_mu', 'view_min_mu_any', 'view_max_mu')
 CELL_NAMES = ('scores', 'widths', 'tolerance', 'collision')
 _TABLE = 256  # every value table padded to 256 entries; code 255 (none) reads +0.0
 
 
-def _to_host(readers: Sequence[StoreGrids], owner: Tensor, rows: Tensor, views: Tensor
+def _to_host(readers: Sequence['StoreGrids'], owner: Tensor, rows: Tensor, views: Tensor
              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not all(r.matched_cells for r in readers):
         raise ValueError('matched-cell read of objects without μ codes in the label store')
@@ -42,7 +45,7 @@ def _to_host(readers: Sequence[StoreGrids], owner: Tensor, rows: Tensor, views: 
     return request[:, 0], request[:, 1], request[:, 2:]
 
 
-def _tables(readers: Sequence[StoreGrids], owner: np.ndarray, transfer: _Transfer
+def _tables(readers: Sequence['StoreGrids'], owner: np.ndarray, transfer: Transfer
             ) -> Tuple[List[str], np.ndarray]:
     """Distinct value-table files and each request's first table entry."""
     paths, table_of_reader = np.unique([r.object_file('score_values') for r in readers],
@@ -67,7 +70,7 @@ def _decode(data: dict, codes: Tensor) -> Tensor:
     return data['tables'][start + codes.long()]
 
 
-def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], owner: Tensor,
+def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str], owner: Tensor,
                           rows: Tensor, views: Tensor, first_cell_widths: bool = False
                           ) -> Dict[str, Tensor]:
     """Per-view summaries of request k's row at object views ``views[k]`` (K, W), each (K, W):
@@ -80,13 +83,13 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
         raise KeyError(f'unknown view summaries {sorted(unknown)}; expected {list(SUMMARY_DTYPES)}')
     owner_np, rows_np, views_np = _to_host(readers, owner, rows, views)
     V, A, D = readers[0].grid
-    file_rows = _file_rows(readers, owner_np, rows_np)
+    file_rows = request_file_rows(readers, owner_np, rows_np)
     summary_rows = file_rows if readers[0].collision_mode == 'none' else \
         file_rows + np.array([r.collision_offset for r in readers], np.int64)[owner_np]
     K = len(owner_np)
-    transfer, plan = _Transfer(), {}
+    transfer, plan = Transfer(), {}
     for name in names:
-        files, (pair_file, pair_key, inverse) = _group(
+        files, (pair_file, pair_key, inverse) = group_by_file(
             [r.summary_file(name) for r in readers], owner_np, summary_rows)
         plan[name] = (files, pair_file, pair_key)
         transfer.add(name, SUMMARY_DTYPES[name], (len(pair_key), V))
@@ -96,16 +99,16 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
         table_files, table_start = _tables(readers, owner_np, transfer)
     if first_cell_widths:
         keys = (file_rows * V + views_np[:, 0]) * (A * D)
-        files, (w_file, w_key, w_inverse) = _group(
+        files, (w_file, w_key, w_inverse) = group_by_file(
             [r.object_file('widths') for r in readers], owner_np, keys)
         plan['first_cell_width'] = (files, w_file, w_key)
         transfer.add('first_cell_width', np.float32, (len(w_key),))
         transfer.add('first_cell_index', np.int64, (K,))
 
-    with reader._buffers.borrow() as buffer:
+    with common.borrow_buffer() as buffer:
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
-        reader.read_rows_many([(*plan[name], () if name == 'first_cell_width' else (V,),
+        common.read_rows_many([(*plan[name], () if name == 'first_cell_width' else (V,),
                                 staged[name]) for name in plan])
         if names:
             staged['summary_index'][:] = inverse
@@ -117,17 +120,17 @@ def gather_view_summaries(readers: Sequence[StoreGrids], names: Sequence[str], o
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
         for name in names:
-            values = _expand(data[name], data['summary_index'], data['views'])
+            values = expand(data[name], data['summary_index'], data['views'])
             out[name] = _decode(data, values) if name in CODED_SUMMARIES else values
         if first_cell_widths:
-            out['first_cell_width'] = _expand(data['first_cell_width'],
+            out['first_cell_width'] = expand(data['first_cell_width'],
                                               data['first_cell_index'], None)
         if any(n in CODED_SUMMARIES for n in names):
             out['value_tables'] = data['tables'].clone()
         return out
 
 
-def _collision_windows(readers: Sequence[StoreGrids], owner: np.ndarray, file_rows: np.ndarray,
+def _collision_windows(readers: Sequence['StoreGrids'], owner: np.ndarray, file_rows: np.ndarray,
                        views: np.ndarray) -> Tuple[list, np.ndarray, np.ndarray, np.ndarray,
                                                    np.ndarray, np.ndarray, int]:
     """The bytes of each request's scene-collision row that hold its view's A·D bits.
@@ -141,7 +144,7 @@ def _collision_windows(readers: Sequence[StoreGrids], owner: np.ndarray, file_ro
     cells, nbytes = A * D, packed_row_bytes(readers[0].grid)
     width = (cells + 7) // 8 + 1
     rows = file_rows + np.array([r.collision_offset for r in readers], np.int64)[owner]
-    files, (pair_file, pair_key, pair_index) = _group(
+    files, (pair_file, pair_key, pair_index) = group_by_file(
         [r.collision_file() for r in readers], owner, rows * V + views)
     first_bit = (pair_key % V) * cells
     start = (pair_key // V) * nbytes + first_bit // 8
@@ -154,7 +157,7 @@ def _collision_windows(readers: Sequence[StoreGrids], owner: np.ndarray, file_ro
             first_bit % 8, pair_index, width)
 
 
-def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner: Tensor,
+def gather_view_cells(readers: Sequence['StoreGrids'], names: Sequence[str], owner: Tensor,
                       rows: Tensor, views: Tensor) -> Dict[str, Tensor]:
     """The (A, D) cells of request k's row at object view ``views[k]`` (K,), each (K, A, D):
     ``scores`` float32 raw μ (decoded from one-byte codes), ``widths`` float32, ``tolerance``
@@ -166,18 +169,18 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
     owner_np, rows_np, views_np = _to_host(readers, owner, rows, views)
     views_np = views_np[:, 0]
     V, A, D = readers[0].grid
-    file_rows = _file_rows(readers, owner_np, rows_np)
+    file_rows = request_file_rows(readers, owner_np, rows_np)
     keys = file_rows * V + views_np
     K = len(owner_np)
     names = [n for n in names if n != 'collision' or readers[0].collision_mode != 'none']
-    transfer, plan = _Transfer(), {}
+    transfer, plan = Transfer(), {}
     sources = dict(scores=('score_codes', np.uint8), widths=('widths', np.float32),
                    tolerance=('tolerance', np.uint8))
     for name in names:
         if name == 'collision':
             continue
         stem, dtype = sources[name]
-        files, (pair_file, pair_key, inverse) = _group(
+        files, (pair_file, pair_key, inverse) = group_by_file(
             [r.object_file(stem) for r in readers], owner_np, keys)
         plan[name] = (files, pair_file, pair_key)
         transfer.add(name, dtype, (len(pair_key), A, D))
@@ -198,13 +201,13 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
         transfer.add('bit_shift', np.int64, shift.shape)
         transfer.add('collision_index', np.int64, (K,))
 
-    with reader._buffers.borrow() as buffer:
+    with common.borrow_buffer() as buffer:
         host = buffer.acquire(transfer.nbytes)
         staged = transfer.host_views(host)
         reads = [(*plan[name], (A, D), staged[name]) for name in plan]
         if 'collision' in names:
             reads.append((c_files, c_file, c_key, (), staged['collision']))
-        reader.read_rows_many(reads)
+        common.read_rows_many(reads)
         if plan:
             staged['cell_index'][:] = inverse
         if 'scores' in names:
@@ -219,7 +222,7 @@ def gather_view_cells(readers: Sequence[StoreGrids], names: Sequence[str], owner
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
         for name in plan:
-            values = _expand(data[name], data['cell_index'], None)
+            values = expand(data[name], data['cell_index'], None)
             if name == 'scores':
                 values = _decode(data, values)
             elif name == 'tolerance':
@@ -237,4 +240,4 @@ def _window_bits(data: dict, cells: int, width: int) -> Tensor:
     bits = unpack_bits(windows.contiguous(), 8 * width)
     take = data['bit_shift'][:, None] + torch.arange(cells, device=bits.device)
     per_pair = torch.gather(bits, 1, take)
-    return _expand(per_pair, data['collision_index'], None)
+    return expand(per_pair, data['collision_index'], None)

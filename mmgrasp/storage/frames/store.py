@@ -41,9 +41,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from .derived_assets import MANIFEST, VersionHold, open_or_build
-from .source import DatasetFileError, GraspSource
-from .label_store import default_cache_dir
+from ..derived_assets import MANIFEST, VersionHold, open_or_build
+from ..source import DatasetFileError, GraspSource
+from ..labels.store import default_cache_dir
 
 FORMAT_VERSION = 1
 _IMAGE_FILES = ('depth', 'label', 'meta')

@@ -40,12 +40,12 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
-from . import view_summaries as summaries
-from .derived_assets import MANIFEST, VersionHold, open_or_build
-from .remote_source import RemoteReadError
-from .remote_store import RemoteStoreError, open_remote_store
-from .secrets import secret_paths
-from .source import DatasetFileError, GraspSource
+from . import summaries
+from ..derived_assets import MANIFEST, VersionHold, open_or_build
+from ..remote.sources import RemoteReadError
+from ..remote.store import RemoteStoreError, open_remote_store
+from ..secrets import secret_paths
+from ..source import DatasetFileError, GraspSource
 
 FORMAT_VERSION = 2
 COLLISION_BITORDER = 'little'
@@ -391,7 +391,7 @@ def open_remote_label_store(url: str, cache_dir: Optional[str] = None,
 
     The training process reads its manifest and copies the small files loader workers read
     (label points, tolerance radii) into a local mirror under ``cache_dir``; grids are read
-    by URL in the model's gathers (see :mod:`mmgrasp.storage.remote_store`). Inside a loader
+    by URL in the model's gathers (see :mod:`mmgrasp.storage.remote.store`). Inside a loader
     worker the store opens from that mirror alone and never touches the network.
 
     Args:

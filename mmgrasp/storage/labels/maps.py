@@ -25,8 +25,8 @@ from typing import Deque, NamedTuple, Optional, Set
 
 import numpy as np
 
-from .remote_source import is_url
-from .remote_store import url_local_copy
+from ..remote.sources import is_url
+from ..remote.store import url_local_copy
 
 _READ_CHUNK = 8 << 20
 

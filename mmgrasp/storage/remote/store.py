@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .block_cache import BlockCache, file_key, temp_name
-from .remote_source import RemoteFileChanged, RemoteReadError, is_url, join_url, open_source
+from .sources import RemoteFileChanged, RemoteReadError, is_url, join_url, open_source
 
 MANIFEST = 'manifest.json'
 CURRENT = 'CURRENT'
