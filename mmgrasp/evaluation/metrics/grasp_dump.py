@@ -8,19 +8,26 @@ from mmengine.evaluator import BaseMetric
 from mmgrasp.registry import METRICS
 
 
-def write_frame_dump(dump_dir: str, sample: dict) -> int:
-    """Write one sample's ``pred_grasps`` to its dump file; returns the number of grasps."""
+def save_grasps(path: str, sample: dict) -> int:
+    """Write one sample's ``pred_grasps`` ((M, 17) float32) to ``path`` under a temporary name
+    of this process, then rename; returns the number of grasps. Processes that dump the same
+    frame (a rerun next to a running test) never write into each other's file."""
     grasps = np.ascontiguousarray(sample['pred_grasps'].cpu().numpy(), dtype=np.float32)
     if grasps.ndim != 2 or grasps.shape[1] != 17:
         raise ValueError(f'pred_grasps of scene {sample["scene"]} frame {sample["frame"]} '
                          f'has shape {grasps.shape}, expected (M, 17)')
-    folder = os.path.join(dump_dir, f'scene_{int(sample["scene"]):04d}', sample['camera'])
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f'{int(sample["frame"]):04d}.npy')
-    with open(path + '.tmp', 'wb') as f:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f'{path}.tmp-{os.getpid()}'
+    with open(tmp, 'wb') as f:
         np.save(f, grasps)
-    os.replace(path + '.tmp', path)
+    os.replace(tmp, path)
     return len(grasps)
+
+
+def write_frame_dump(dump_dir: str, sample: dict) -> int:
+    """Write one sample's ``pred_grasps`` to its dump file; returns the number of grasps."""
+    folder = os.path.join(dump_dir, f'scene_{int(sample["scene"]):04d}', sample['camera'])
+    return save_grasps(os.path.join(folder, f'{int(sample["frame"]):04d}.npy'), sample)
 
 
 @METRICS.register_module()

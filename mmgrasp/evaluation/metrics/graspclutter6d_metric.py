@@ -3,7 +3,6 @@ test loop."""
 import os
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
@@ -11,22 +10,14 @@ from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader, image_i
 from mmgrasp.registry import METRICS
 from .. import graspclutter6d_eval as gc6d
 from ..graspnet_eval import write_json
+from .grasp_dump import save_grasps
 
 
 def write_gc6d_dump(dump_dir: str, sample: dict) -> int:
     """Write one sample's ``pred_grasps`` to ``%06d/<camera>/%06d.npy`` (scene, image id);
     returns the number of grasps."""
-    grasps = np.ascontiguousarray(sample['pred_grasps'].cpu().numpy(), dtype=np.float32)
-    if grasps.ndim != 2 or grasps.shape[1] != 17:
-        raise ValueError(f'pred_grasps of scene {sample["scene"]} frame {sample["frame"]} '
-                         f'has shape {grasps.shape}, expected (M, 17)')
-    path = gc6d.dump_path(dump_dir, int(sample['scene']), sample['camera'],
-                          image_id(int(sample['frame']), sample['camera']))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + '.tmp', 'wb') as f:
-        np.save(f, grasps)
-    os.replace(path + '.tmp', path)
-    return len(grasps)
+    return save_grasps(gc6d.dump_path(dump_dir, int(sample['scene']), sample['camera'],
+                                      image_id(int(sample['frame']), sample['camera'])), sample)
 
 
 @METRICS.register_module()
