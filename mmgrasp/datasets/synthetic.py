@@ -28,12 +28,13 @@ arguments.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import cv2
@@ -505,6 +506,28 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict[
     np.savez(os.path.join(cdir, 'collision_labels.npz'), *arrays)
 
 
+@contextlib.contextmanager
+def staged_dataset(out: str) -> Iterator[str]:
+    """A fresh folder ``out + '.tmp-<pid>'`` to write a dataset into, renamed to ``out`` when the
+    block ends and removed if it raises: ``out`` is never half-written. ``out`` must be missing
+    or an empty directory."""
+    if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
+        raise FileExistsError(f'refusing to write the synthetic dataset: {out!r} exists and is not '
+                              'an empty directory')
+    tmp = f'{out}.tmp-{os.getpid()}'
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp)
+    try:
+        os.makedirs(tmp)
+        yield tmp
+        if os.path.isdir(out):
+            os.rmdir(out)  # empty (checked above); rename cannot replace it on every platform
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int = 4,
                             objects: int = 10, models: int | None = None,
                             points_per_object: int = 2000,
@@ -555,14 +578,7 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
             not set(ply_formats) <= set(PLY_FORMATS):
         raise ValueError(f'shapes must be a non-empty list of {SHAPES} and ply_formats of '
                          f'{PLY_FORMATS}, got {shapes} and {ply_formats}')
-    if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
-        raise FileExistsError(f'refusing to write the synthetic dataset: {out!r} exists and is not '
-                              'an empty directory')
-
-    tmp = f'{out}.tmp-{os.getpid()}'
-    if os.path.lexists(tmp):
-        shutil.rmtree(tmp)
-    try:
+    with staged_dataset(out) as tmp:
         model_set = {m: _make_model(seed, m, points_per_object, shapes[m % len(shapes)])
                      for m in range(models)}
         for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models'):
@@ -598,10 +614,4 @@ def write_synthetic_dataset(out: str | os.PathLike, scenes: int = 4, frames: int
             _log(progress, f'[synthetic] scene {s:04d}: objects {ids}, {frames} frames x {cameras}')
             _write_scene(tmp, seed, s, ids, model_set, labels, frames, grid, image_size, cameras,
                          palette)
-        if os.path.isdir(out):
-            os.rmdir(out)  # empty (checked above); rename cannot replace it on every platform
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     _log(progress, f'[synthetic] wrote {out}')

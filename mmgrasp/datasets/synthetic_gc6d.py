@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import numpy as np
 
 from .graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
 from .synthetic import (MAX_DEPTH, _grasp_arrays, _log, _look_at, _make_model, _model_obj,
                         _model_ply, _model_sdf, _place_objects, _rigid, _rng, _rot, _write_png,
-                        camera_intrinsics, render)
+                        camera_intrinsics, render, staged_dataset)
 from .synthetic_labels import MAX_WIDTH, scene_collision, tolerance_labels
 
 __all__ = ['write_graspclutter6d_dataset', 'GC6D_CAMERAS']
@@ -155,13 +154,7 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
                          f'{NUM_ANNOTATIONS}, 0 <= duplicates <= scenes + test_scenes, seed >= 0')
     if len(grid) != 3 or min(grid) < 1 or len(image_size) != 2 or min(image_size) < 1:
         raise ValueError(f'bad grid {grid} or image_size {image_size}')
-    if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
-        raise FileExistsError(f'refusing to write the synthetic dataset: {out!r} exists and is not '
-                              'an empty directory')
-    tmp = f'{out}.tmp-{os.getpid()}'
-    if os.path.lexists(tmp):
-        shutil.rmtree(tmp)
-    try:
+    with staged_dataset(out) as tmp:
         for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models_m',
                     'models_obj_m', 'split_info'):
             os.makedirs(os.path.join(tmp, sub))
@@ -202,10 +195,4 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
         _write_json(os.path.join(tmp, 'split_info', 'grasp_test_scene_ids.json'),
                     list(range(scenes + 1, total + 1)))
         _write_json(os.path.join(tmp, 'split_info', 'obj_ids_per_scene.json'), per_scene)
-        if os.path.isdir(out):
-            os.rmdir(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     _log(progress, f'[synthetic gc6d] wrote {out}')
