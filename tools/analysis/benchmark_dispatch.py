@@ -2,7 +2,8 @@
 """Kernel launches and host syncs of one training iteration and one inference pass, per part.
 
     python tools/analysis/benchmark_dispatch.py CONFIG [--data-root DIR | --synthetic DIR]
-        [--paths cuda_path torch_reference] [--json OUT] [--cfg-options KEY=VALUE ...]
+        [--paths cuda_path torch_reference] [--json OUT] [--interpret]
+        [--cfg-options KEY=VALUE ...]
 
 One batch of the config's training loader (its real batch size and cloud) goes through the
 config's model and optimizer wrapper as ``BaseModel.train_step`` runs it (after one unmeasured
@@ -15,9 +16,16 @@ optimizer) and ``other`` for forward ops outside every part.
 Two code paths, each in its own process (Triton's interpreter must be chosen before import):
 
 - ``cuda_path``: what a CUDA device runs, on the CUDA device where there is one. On the CPU
-  the one-launch kernels run under ``TRITON_INTERPRET=1`` with ``MMGRASP_POINT_OPS=triton``
-  (the point ops' switch to their Triton kernels). The sparse U-Net runs its torch backend,
-  whose implicit GEMM is the CUDA path too.
+  every point op takes its CUDA branch: it opens the ``kernel_scope`` its Triton kernel runs
+  in, and inside it runs the op's torch reference in the kernel's place
+  (:class:`ScopedReferences`). The scope fixes what is charged (one launch; ops recorded
+  inside are ignored, their syncs are not: the references make none), and the references
+  return what the kernels return (tests/unit/models/test_point_kernels.py), so the rest of the
+  iteration runs on the same values. Running the kernels themselves under Triton's
+  interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``MMGRASP_POINT_OPS=triton``) gives
+  the same counts but costs about 1.3 s a sampling step at paper size (four frames of 15 000
+  points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
+  its torch backend, whose implicit GEMM is the CUDA path too.
 - ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton), on the CPU.
 
 What counts (the same on both paths):
@@ -114,11 +122,61 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help='write a synthetic dataset there unless present, and use it')
     p.add_argument('--paths', nargs='+', default=list(PATHS), choices=PATHS)
     p.add_argument('--json', help='write the counts to this file')
+    p.add_argument('--interpret', action='store_true',
+                   help="cuda_path on the CPU: run the Triton kernels under Triton's "
+                        'interpreter instead of their torch references (slow: demo sizes)')
     p.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
     p.add_argument('--run-path', choices=PATHS, help=argparse.SUPPRESS)  # the child process
     p.add_argument('--result', help=argparse.SUPPRESS)
     p.add_argument('--small-data', action='store_true', help=argparse.SUPPRESS)
+    p.add_argument('--scoped-references', action='store_true', help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+class ScopedReferences:
+    """Stands in for the Triton kernels module of :mod:`mmgrasp.models.layers.point_ops` on
+    the CPU: each point op takes its kernel branch (its ``kernel_scope``), and the "kernel" it
+    calls is the op's own torch reference, run inside that scope."""
+
+    def __init__(self):
+        from mmgrasp.models.layers import point_ops
+        self._ops, self._inside = point_ops, False
+
+    def install(self) -> None:
+        """From now on every point op of this process dispatches to these references."""
+        self._ops._kernels_for = lambda tensor: None if self._inside else self
+
+    @contextmanager
+    def _reference(self) -> Iterator[None]:
+        self._inside = True  # the op called below takes its reference branch
+        try:
+            yield
+        finally:
+            self._inside = False
+
+    def furthest_point_sample(self, xyz, num: int, mask=None):
+        with self._reference():
+            return self._ops.furthest_point_sample(xyz, num, mask)
+
+    def ball_query(self, radius: float, nsample: int, xyz, new_xyz):
+        with self._reference():
+            return self._ops.ball_query(radius, nsample, xyz, new_xyz)
+
+    def cylinder_queries(self, xyz, new_xyz, rot, radii, hmin: float, hmax, nsample: int):
+        with self._reference():
+            return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
+
+    def three_nn(self, ref, query):
+        """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
+        import torch
+        k = min(3, ref.shape[1])
+        with self._reference():
+            dist, idx = self._ops.knn(ref, query, k)
+        if k < 3:
+            pad = (*dist.shape[:-1], 3 - k)
+            dist = torch.cat([dist, dist.new_full(pad, float('inf'))], -1)
+            idx = torch.cat([idx, idx.new_zeros(pad)], -1)
+        return dist.square(), idx
 
 
 # ------------------------------------------------------------------------------- counting
@@ -249,6 +307,8 @@ def profile_path(args: argparse.Namespace) -> dict:
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
                           else 'cpu')
+    if args.scoped_references:
+        ScopedReferences().install()
     loader_cfg = copy.deepcopy(cfg.train_dataloader)
     loader_cfg.update(num_workers=0, persistent_workers=False)
     seed = cfg.get('randomness', {}).get('seed', 0) or 0
@@ -322,6 +382,9 @@ def profile_path(args: argparse.Namespace) -> dict:
                 out[mode]['parts'].setdefault(name, dict(launches=0, syncs=0)).update(values)
     out['train']['seconds'] = seconds
     out['device'] = str(device)
+    out['point_ops'] = ('torch references in the kernels\' scopes' if args.scoped_references
+                        else os.environ.get('MMGRASP_POINT_OPS', 'auto')
+                        + (' (interpreted)' if os.environ.get('TRITON_INTERPRET') else ''))
     return out
 
 
@@ -364,17 +427,24 @@ def ensure_synthetic(folder: str, frames: int) -> str:
     return folder
 
 
-def child_env(path: str) -> Dict[str, str]:
+def child_env(path: str, interpret: bool) -> Dict[str, str]:
+    """The environment of a path's process: the point ops' switch (and Triton's interpreter
+    for ``cuda_path`` on the CPU with ``--interpret``)."""
     env = dict(os.environ)
     env.pop('TRITON_INTERPRET', None)
     env.pop('MMGRASP_POINT_OPS', None)
-    if path == 'cuda_path':
+    if path == 'cuda_path' and (_has_cuda() or interpret):
         env['MMGRASP_POINT_OPS'] = 'triton'
         if not _has_cuda():
             env['TRITON_INTERPRET'] = '1'
-    else:
+    else:  # the references; on cuda_path inside the kernels' scopes (--scoped-references)
         env['MMGRASP_POINT_OPS'] = 'torch'
     return env
+
+
+def child_flags(path: str, interpret: bool) -> List[str]:
+    return ['--scoped-references'] if path == 'cuda_path' and not (
+        _has_cuda() or interpret) else []
 
 
 def _has_cuda() -> bool:
@@ -420,10 +490,11 @@ def main(argv=None) -> None:
                        path, '--result', result]
             if args.synthetic or args.data_root:
                 command.append('--small-data')
+            command += child_flags(path, args.interpret)
             if options:
                 command += ['--cfg-options'] + [f'{k}={_option(v)}' for k, v in
                                                 options.items()]
-            subprocess.run(command, check=True, env=child_env(path))
+            subprocess.run(command, check=True, env=child_env(path, args.interpret))
             with open(result) as f:
                 results[path] = json.load(f)
     print(f'{args.config}: kernel launches / host syncs per part, one training iteration '
@@ -432,7 +503,7 @@ def main(argv=None) -> None:
     print(table(results))
     for path, run in results.items():
         print(f"- {path}: training iteration {run['train']['seconds']:.2f} s unprofiled on "
-              f"{run['device']}")
+              f"{run['device']}; point ops: {run['point_ops']}")
     if args.json:
         partial = args.json + '.partial'
         with open(partial, 'w') as f:

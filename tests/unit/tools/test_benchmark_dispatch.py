@@ -122,3 +122,47 @@ def test_fused_adam_is_charged_its_multi_tensor_launches():
     plain = torch.optim.Adam(params, foreach=False)
     plain.step()
     assert _count(plain.step)['other']['launches'] > 40 * 4
+
+
+def _point_ops_run(xyz, rot, feats):
+    from mmgrasp.models.layers import point_ops
+    return dict(
+        fps=point_ops.furthest_point_sample(xyz, 8),
+        ball=point_ops.ball_query(0.2, 4, xyz, xyz[:, :8]),
+        cylinder=point_ops.cylinder_queries(xyz, xyz[:, :8], rot, (0.1, 0.2), -0.02,
+                                            (0.02, 0.04), 4),
+        interpolated=point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
+
+
+def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
+        monkeypatch):
+    from mmgrasp.models.layers import point_ops
+    monkeypatch.setenv('MMGRASP_POINT_OPS', 'torch')
+    xyz, feats = _cloud(n=64), torch.ones(2, 5, 2)
+    rot = torch.eye(3).expand(2, 8, 3, 3)
+    expected = _point_ops_run(xyz, rot, feats)
+    reference_counts = _count(lambda: _point_ops_run(xyz, rot, feats))['other']
+    monkeypatch.setattr(point_ops, '_kernels_for', point_ops._kernels_for)  # undone after
+    dispatch.ScopedReferences().install()
+    got = _point_ops_run(xyz, rot, feats)
+    for name, value in expected.items():
+        assert torch.equal(got[name], value), name
+    scoped = _count(lambda: _point_ops_run(xyz, rot, feats))['other']
+    # fps, ball and cylinder queries: one launch each; the interpolation: its three_nn scope
+    # (one launch) and its own weight and gather ops
+    assert scoped['launches'] < reference_counts['launches']
+    interpolation = _count(lambda: point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
+    assert scoped['launches'] == 3 + interpolation['other']['launches']
+    assert scoped['syncs'] == 0
+
+
+def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
+    if torch.cuda.is_available():
+        return  # on CUDA the kernels run for real either way
+    assert dispatch.child_flags('cuda_path', False) == ['--scoped-references']
+    assert dispatch.child_env('cuda_path', False)['MMGRASP_POINT_OPS'] == 'torch'
+    interpreted = dispatch.child_env('cuda_path', True)
+    assert dispatch.child_flags('cuda_path', True) == []
+    assert interpreted['MMGRASP_POINT_OPS'] == 'triton' and interpreted['TRITON_INTERPRET'] == '1'
+    assert dispatch.child_flags('torch_reference', False) == []
+    assert 'TRITON_INTERPRET' not in dispatch.child_env('torch_reference', True)
