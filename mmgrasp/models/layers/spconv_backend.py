@@ -81,6 +81,15 @@ def make_module(in_channels: int, out_channels: int, kernel_size: int, stride: i
     """The spconv module that computes a layer, without parameters of its own (the layer's
     weight is passed at each call, see :func:`convolve`)."""
     spconv = import_spconv()
+    # spconv initialises a weight of its own (then dropped): not from the seeded stream, so a
+    # seed gives both backends the same weights.
+    with torch.random.fork_rng(devices=[]):
+        return _module(spconv, in_channels, out_channels, kernel_size, stride, dilation,
+                       transposed)
+
+
+def _module(spconv, in_channels: int, out_channels: int, kernel_size: int, stride: int,
+            dilation: int, transposed: bool):
     if transposed:
         module = spconv.SparseInverseConv3d(in_channels, out_channels, kernel_size,
                                             indice_key='', bias=False)

@@ -298,6 +298,16 @@ def test_unknown_backend_and_missing_spconv_are_named(monkeypatch):
 
 
 @needs_spconv
+def test_a_seed_gives_both_backends_the_same_weights():
+    states = []
+    for backend in ('torch', 'spconv'):
+        torch.manual_seed(0)
+        states.append(SparseUNet14(**SMALL_UNET, backend=backend).state_dict())
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+@needs_spconv
 def test_unet_builds_each_map_once():
     """The decoder reuses the encoder's maps (spconv indice_keys naming the rows): 4 strided
     maps (the transposed convs replay them) and 6 submanifold ones (5³ and 3³ at stride 1,
