@@ -26,9 +26,10 @@ one host sync per forward (the coordinate bounds). Strided outputs get their coo
 (``SparseTensor.coords``) but are in spconv's row order, so they carry no hash keys and a torch
 backend layer refuses them.
 
-CPU. spconv's CPU wheel runs forward passes only (its backward calls CUDA), and in spconv
-2.3.8 its CPU gather / scatter-add is not thread safe: with more than one OpenMP thread a few
-output rows come out wrong, differently each run. Each CPU call therefore runs on one thread.
+CPU. spconv's CPU wheel runs forward passes only (its backward calls CUDA; a backward through
+it is refused here by name). In spconv 2.3.8 its CPU gather / scatter-add is not thread safe:
+with more than one OpenMP thread a few output rows come out wrong, differently each run. Each
+CPU call therefore runs on one thread.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -150,6 +151,13 @@ def _one_thread_on_cpu(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def _no_cpu_backward(grad: Tensor) -> Tensor:
+    """Runs before spconv's own CPU backward, which fails with 'Torch not compiled with CUDA'."""
+    raise RuntimeError("backend='spconv' runs forward passes only on the CPU (spconv's backward "
+                       "needs CUDA): train on a GPU (spconv-cu12x) or with backend='torch', or "
+                       "run the forward under torch.no_grad()")
+
+
 def _key(kind: str, state: SpconvState, *geometry: int) -> str:
     # The indices tensor lives in the IndiceData the key names, so its id stays unique.
     return f'mmgrasp.{kind}.{id(state.tensor.indices)}.' + '.'.join(map(str, geometry))
@@ -185,6 +193,8 @@ def convolve(layer, x, target=None):
     with torch.autocast(device.type, enabled=False), _one_thread_on_cpu(device):
         out = module._conv_forward(layer.training, state.tensor.replace_feature(x.feats),
                                    weight, None)
+    if device.type == 'cpu' and out.features.requires_grad:
+        out.features.register_hook(_no_cpu_backward)
     if layer.transposed:
         return SparseTensor(target.coords, out.features, target.stride, target.keys, x.cache,
                             SpconvState(out, fine.origin))

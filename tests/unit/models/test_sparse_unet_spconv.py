@@ -274,6 +274,17 @@ def test_cpu_calls_are_repeatable_and_keep_the_thread_count():
 
 
 @needs_spconv
+def test_cpu_backward_is_refused_by_name():
+    """spconv's CPU wheel has no backward: the error says so (spconv's own is an assertion
+    'Torch not compiled with CUDA enabled'); the forward under grad mode runs."""
+    net = SparseUNet14(**SMALL_UNET, backend='spconv')
+    out = net(table_and_hemisphere(batch=1, n=500))
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match="forward passes only on the CPU"):
+        out.sum().backward()
+
+
+@needs_spconv
 def test_layers_spconv_cannot_match_are_refused():
     with pytest.raises(ValueError, match='odd kernel_size'):
         SparseConv3d(4, 4, 2, backend='spconv')
