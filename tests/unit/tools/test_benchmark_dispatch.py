@@ -122,3 +122,13 @@ def test_fused_adam_is_charged_its_multi_tensor_launches():
     plain = torch.optim.Adam(params, foreach=False)
     plain.step()
     assert _count(plain.step)['other']['launches'] > 40 * 4
+
+
+def test_torch_reference_runs_the_torch_backend():
+    from mmengine.config import Config
+    options = {'model.backbone.backend': 'spconv'}
+    for path, backend in (('cuda_path', 'spconv'), ('torch_reference', 'torch')):
+        cfg = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
+        assert dispatch.path_config(cfg, options, path).model.backbone.backend == backend
+    cfg = Config.fromfile(os.path.join(REPO, 'configs', 'graspnet_baseline_demo.py'))
+    assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
