@@ -279,8 +279,8 @@ EOF
     fi
 done
 if [ -z "$SMOKE" ]; then  # the spconv backend's CUDA path (spconv's CPU wheel cannot train)
-    if "$PY" -c 'import sys; from spconv.cppconstants import CPU_ONLY_BUILD; sys.exit(CPU_ONLY_BUILD)' \
-            2> /dev/null; then
+    if "$PY" -c 'import sys; from spconv.cppconstants import CPU_ONLY_BUILD as cpu; sys.exit(cpu)' \
+            2> /dev/null; then  # spconv's CUDA wheel
         timeout 300 "$PY" tools/analysis/benchmark_dispatch.py configs/gsnet_deferred.py \
             --data-root "$WORK/demo" --json "$WORK/dispatch_spconv.json" --paths cuda_path \
             --cfg-options model.backbone.backend=spconv \
