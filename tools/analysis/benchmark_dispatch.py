@@ -25,8 +25,11 @@ Two code paths, each in its own process (Triton's interpreter must be chosen bef
   interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``MMGRASP_POINT_OPS=triton``) gives
   the same counts but costs about 1.3 s a sampling step at paper size (four frames of 15 000
   points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
-  its torch backend, whose implicit GEMM is the CUDA path too.
-- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton), on the CPU.
+  the config's backend: by default the torch one, whose implicit GEMM is the CUDA path too;
+  ``--cfg-options model.backbone.backend=spconv`` counts spconv's, on CUDA only (spconv's CPU
+  wheel cannot train, and its kernels are no ``aten::`` ops: the real kernel count has them).
+- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton; the sparse
+  U-Net's ``backend='torch'`` whatever the config says), on the CPU.
 
 What counts (the same on both paths):
 
@@ -302,8 +305,7 @@ def profile_path(args: argparse.Namespace) -> dict:
 
     from mmgrasp.registry import MODELS
 
-    cfg = Config.fromfile(args.config)
-    cfg.merge_from_dict(args.cfg_options)
+    cfg = path_config(Config.fromfile(args.config), args.cfg_options, args.run_path)
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
                           else 'cpu')
@@ -386,6 +388,15 @@ def profile_path(args: argparse.Namespace) -> dict:
                         else os.environ.get('MMGRASP_POINT_OPS', 'auto')
                         + (' (interpreted)' if os.environ.get('TRITON_INTERPRET') else ''))
     return out
+
+
+def path_config(cfg, options: dict, path: str):
+    """``cfg`` with ``options`` merged; on ``torch_reference`` a backbone with a ``backend``
+    (the sparse U-Net's) runs the torch one, the reference."""
+    cfg.merge_from_dict(options)
+    if path == 'torch_reference' and 'backend' in cfg.model.get('backbone', {}):
+        cfg.model.backbone.backend = 'torch'
+    return cfg
 
 
 def prepare_model(cfg, model, dataset, small_data: bool) -> None:

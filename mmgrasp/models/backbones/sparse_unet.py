@@ -1,4 +1,5 @@
-"""MinkUNet14-style sparse voxel U-Net (GSNet's backbone) on the pure-PyTorch sparse conv."""
+"""MinkUNet14-style sparse voxel U-Net (GSNet's backbone) on the sparse conv layers (torch or
+spconv backend)."""
 from typing import Optional, Sequence
 
 from mmengine.model import BaseModule
@@ -13,15 +14,15 @@ class SparseBasicBlock(nn.Module):
     """ResNet basic block (two 3³ submanifold convs). When the width changes, a 1³ conv + BN
     projects the shortcut, as in MinkowskiEngine's ``BasicBlock`` with ``_make_layer``."""
 
-    def __init__(self, in_channels: int, channels: int) -> None:
+    def __init__(self, in_channels: int, channels: int, backend: str = 'torch') -> None:
         super().__init__()
-        self.conv1 = SparseConv3d(in_channels, channels, 3)
+        self.conv1 = SparseConv3d(in_channels, channels, 3, backend=backend)
         self.norm1 = SparseBatchNorm(channels)
-        self.conv2 = SparseConv3d(channels, channels, 3)
+        self.conv2 = SparseConv3d(channels, channels, 3, backend=backend)
         self.norm2 = SparseBatchNorm(channels)
         self.relu = SparseReLU()
         self.downsample = None if in_channels == channels else nn.Sequential(
-            SparseConv3d(in_channels, channels, 1), SparseBatchNorm(channels))
+            SparseConv3d(in_channels, channels, 1, backend=backend), SparseBatchNorm(channels))
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         out = self.norm2(self.conv2(self.relu(self.norm1(self.conv1(x)))))
@@ -29,9 +30,9 @@ class SparseBasicBlock(nn.Module):
         return self.relu(out.replace(out.feats + shortcut.feats))
 
 
-def _blocks(in_channels: int, channels: int, num: int) -> nn.Sequential:
-    return nn.Sequential(*[SparseBasicBlock(in_channels if i == 0 else channels, channels)
-                           for i in range(num)])
+def _blocks(in_channels: int, channels: int, num: int, backend: str) -> nn.Sequential:
+    return nn.Sequential(*[SparseBasicBlock(in_channels if i == 0 else channels, channels,
+                                            backend) for i in range(num)])
 
 
 @MODELS.register_module()
@@ -56,25 +57,30 @@ class SparseUNet14(BaseModule):
         voxel_size: voxel edge in metres.
         channels: 8 widths: 4 encoder stages, then 4 decoder stages.
         layers: basic blocks per stage, 8 entries.
+        backend: 'torch' (pure-PyTorch implicit GEMM: the reference, runs anywhere) or
+            'spconv' (spconv 2.3.x kernels: the GPU backend; its CPU wheel runs forward
+            passes only). Same parameters, same state_dict; see ``layers/spconv_backend.py``.
     """
 
     def __init__(self, in_channels: int = 3, out_channels: int = 512, voxel_size: float = 0.005,
                  channels: Sequence[int] = (32, 64, 128, 256, 256, 128, 96, 96),
-                 layers: Sequence[int] = (1, 1, 1, 1, 1, 1, 1, 1),
+                 layers: Sequence[int] = (1, 1, 1, 1, 1, 1, 1, 1), backend: str = 'torch',
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg)
         if len(channels) != 8 or len(layers) != 8:
             raise ValueError('channels and layers need 8 entries each')
         self.in_channels, self.out_channels, self.voxel_size = in_channels, out_channels, voxel_size
         stem = channels[0]
-        self.stem = nn.Sequential(SparseConv3d(in_channels, stem, 5), SparseBatchNorm(stem),
-                                  SparseReLU())
+        self.backend = backend
+        self.stem = nn.Sequential(SparseConv3d(in_channels, stem, 5, backend=backend),
+                                  SparseBatchNorm(stem), SparseReLU())
         self.down = nn.ModuleList()
         width = stem
         for i in range(4):
             self.down.append(nn.Sequential(
-                SparseConv3d(width, width, 2, stride=2), SparseBatchNorm(width), SparseReLU(),
-                _blocks(width, channels[i], layers[i])))
+                SparseConv3d(width, width, 2, stride=2, backend=backend),
+                SparseBatchNorm(width), SparseReLU(),
+                _blocks(width, channels[i], layers[i], backend)))
             width = channels[i]
         skips = [channels[2], channels[1], channels[0], stem]
         self.up_convs = nn.ModuleList()
@@ -82,11 +88,12 @@ class SparseUNet14(BaseModule):
         self.up_blocks = nn.ModuleList()
         for i in range(4):
             planes = channels[4 + i]
-            self.up_convs.append(SparseConvTranspose3d(width, planes, 2, stride=2))
+            self.up_convs.append(SparseConvTranspose3d(width, planes, 2, stride=2,
+                                                       backend=backend))
             self.up_norms.append(nn.Sequential(SparseBatchNorm(planes), SparseReLU()))
-            self.up_blocks.append(_blocks(planes + skips[i], planes, layers[4 + i]))
+            self.up_blocks.append(_blocks(planes + skips[i], planes, layers[4 + i], backend))
             width = planes
-        self.head = SparseConv3d(width, out_channels, 1, bias=True)
+        self.head = SparseConv3d(width, out_channels, 1, bias=True, backend=backend)
 
     def forward_sparse(self, x: SparseTensor) -> SparseTensor:
         """Stride-1 sparse tensor -> per-voxel features on the same coordinates."""

@@ -26,6 +26,10 @@ never collide). Results are bit-reproducible on the CPU (tested) and, by constru
 CUDA. The exception is ``voxelize(reduce='mean')`` on CUDA, where many points share a voxel:
 it is deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 
+Backends. Every conv layer takes ``backend='torch'`` (this module's implicit GEMM: the
+reference, and the CPU default) or ``backend='spconv'`` (spconv 2.3's kernels, the GPU backend;
+see :mod:`.spconv_backend`). Both keep the same parameters, so one state_dict serves both.
+
 Host syncs. Only the coordinate sets have sizes the host must know: :func:`voxelize` with
 ``levels`` finds a cloud's voxels and its coarser sets in one ``unique`` (two host syncs in
 all); kernel maps are built on the device.
@@ -38,6 +42,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+
+from . import spconv_backend
+
+#: The values of the conv layers' ``backend`` argument.
+BACKENDS = ('torch', 'spconv')
 
 _BITS = 18  # per spatial axis; the batch index takes the top 9 bits of the int64 key
 _FIELD_OFFSET = 1 << (_BITS - 1)
@@ -78,22 +87,26 @@ class SparseTensor:
     feats: (N, C) float. stride: cell size in units of the voxel size.
     keys: (N,) sorted hash keys; computed (and the order checked) when omitted.
     cache: kernel maps and coarser coordinate sets, shared by all tensors of one forward.
+    spconv: the spconv tensor of these rows, on tensors that spconv-backend layers made. A
+        strided spconv layer's rows are in spconv's order, not sorted: they have no keys.
     """
     coords: Tensor
     feats: Tensor
     stride: int = 1
     keys: Optional[Tensor] = None
     cache: dict = field(default_factory=dict, repr=False)
+    spconv: Optional[spconv_backend.SpconvState] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.keys is None:
+        if self.keys is None and self.spconv is None:
             self.keys = hash_coords(self.coords)
             if self.keys.numel() > 1 and not bool((self.keys[1:] > self.keys[:-1]).all()):
                 raise ValueError('coords must be unique and sorted by hash_coords')
 
     def replace(self, feats: Tensor) -> 'SparseTensor':
         """Same coordinates (same objects, so cached maps apply), new features."""
-        return SparseTensor(self.coords, feats, self.stride, self.keys, self.cache)
+        return SparseTensor(self.coords, feats, self.stride, self.keys, self.cache,
+                            self.spconv)
 
 
 def sparse_cat(*tensors: SparseTensor) -> SparseTensor:
@@ -270,10 +283,12 @@ class _SparseConvBase(nn.Module):
     transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
-                 dilation: int, bias: bool) -> None:
+                 dilation: int, bias: bool, backend: str) -> None:
         super().__init__()
         if dilation * (kernel_size // 2 + 1) > _MAX_OFFSET:
             raise ValueError('kernel_size * dilation too large for the coordinate hash')
+        if backend not in BACKENDS:
+            raise ValueError(f'backend must be one of {BACKENDS}, got {backend!r}')
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.dilation = kernel_size, stride, dilation
         volume = kernel_size ** 3
@@ -283,12 +298,25 @@ class _SparseConvBase(nn.Module):
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (volume * out_channels)))
         # A stride-1 1³ convolution pairs every row with itself: one plain matmul.
         self._pointwise = volume == 1 and stride == 1
+        self.backend = backend
+        self._spconv = None  # the spconv module (no parameters), kept out of the module tree
+        if backend == 'spconv' and not self._pointwise:
+            spconv_backend.check_layer(kernel_size, stride, dilation, self.transposed)
+            # A plain attribute: not a submodule, so state_dict and module lists are the
+            # torch backend's.
+            object.__setattr__(self, '_spconv', spconv_backend.make_module(
+                in_channels, out_channels, kernel_size, stride, dilation, self.transposed))
 
     def extra_repr(self) -> str:
         return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, '
-                f'stride={self.stride}, dilation={self.dilation}, bias={self.bias is not None}')
+                f'stride={self.stride}, dilation={self.dilation}, bias={self.bias is not None}, '
+                f'backend={self.backend!r}')
 
     def _map(self, x: SparseTensor, out: SparseTensor) -> _KernelMap:
+        if x.keys is None or out.keys is None:
+            raise ValueError(f"{type(self).__name__}(backend='torch') got rows of a strided "
+                             f"backend='spconv' layer (spconv's order, no hash keys): build "
+                             f"every layer of a network with the same backend")
         key = ('map', id(x.coords), id(out.coords), self.kernel_size, self.stride,
                self.dilation, self.transposed)
         if key not in x.cache:
@@ -358,10 +386,14 @@ class SparseConv3d(_SparseConvBase):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3,
-                 stride: int = 1, dilation: int = 1, bias: bool = False) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias)
+                 stride: int = 1, dilation: int = 1, bias: bool = False,
+                 backend: str = 'torch') -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend)
 
     def forward(self, x: SparseTensor) -> SparseTensor:
+        if self._spconv is not None:
+            out = spconv_backend.convolve(self, x)
+            return out if self.bias is None else out.replace(out.feats + self.bias)
         out = x
         if self.stride != 1:
             coords, keys = _downsampled(x, self.stride)
@@ -381,12 +413,16 @@ class SparseConvTranspose3d(_SparseConvBase):
     transposed = True
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 2,
-                 stride: int = 2, dilation: int = 1, bias: bool = False) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias)
+                 stride: int = 2, dilation: int = 1, bias: bool = False,
+                 backend: str = 'torch') -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend)
 
     def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
         if target.stride * self.stride != x.stride:
             raise ValueError(f'target stride {target.stride} * {self.stride} != {x.stride}')
+        if self._spconv is not None:
+            out = spconv_backend.convolve(self, x, target)
+            return out if self.bias is None else out.replace(out.feats + self.bias)
         out = SparseTensor(target.coords, x.feats, target.stride, target.keys, x.cache)
         return out.replace(self._convolve(x, out))
 

@@ -166,3 +166,13 @@ def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
     assert interpreted['MMGRASP_POINT_OPS'] == 'triton' and interpreted['TRITON_INTERPRET'] == '1'
     assert dispatch.child_flags('torch_reference', False) == []
     assert 'TRITON_INTERPRET' not in dispatch.child_env('torch_reference', True)
+
+
+def test_torch_reference_runs_the_torch_backend():
+    from mmengine.config import Config
+    options = {'model.backbone.backend': 'spconv'}
+    for path, backend in (('cuda_path', 'spconv'), ('torch_reference', 'torch')):
+        cfg = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
+        assert dispatch.path_config(cfg, options, path).model.backbone.backend == backend
+    cfg = Config.fromfile(os.path.join(REPO, 'configs', 'graspnet_baseline_demo.py'))
+    assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
