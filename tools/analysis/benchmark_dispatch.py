@@ -25,11 +25,13 @@ Two code paths, each in its own process (Triton's interpreter must be chosen bef
   interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``MMGRASP_POINT_OPS=triton``) gives
   the same counts but costs about 1.3 s a sampling step at paper size (four frames of 15 000
   points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
-  the config's backend: by default the torch one, whose implicit GEMM is the CUDA path too;
+  the config's backend: by default the torch one, with the implicit GEMM it runs on CUDA
+  (``MMGRASP_SPARSE_CONV=gemm``; the CPU default is the ``pairs`` algorithm, see
+  :mod:`mmgrasp.models.layers.sparse_conv`);
   ``--cfg-options model.backbone.backend=spconv`` counts spconv's, on CUDA only (spconv's CPU
   wheel cannot train, and its kernels are no ``aten::`` ops: the real kernel count has them).
 - ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton; the sparse
-  U-Net's ``backend='torch'`` whatever the config says), on the CPU.
+  U-Net's ``backend='torch'`` whatever the config says, with its CPU algorithm), on the CPU.
 
 What counts (the same on both paths):
 
@@ -444,6 +446,8 @@ def child_env(path: str, interpret: bool) -> Dict[str, str]:
     env = dict(os.environ)
     env.pop('TRITON_INTERPRET', None)
     env.pop('MMGRASP_POINT_OPS', None)
+    # the sparse U-Net's torch backend: CUDA's implicit GEMM, or the CPU default (pairs)
+    env['MMGRASP_SPARSE_CONV'] = 'gemm' if path == 'cuda_path' else 'auto'
     if path == 'cuda_path' and (_has_cuda() or interpret):
         env['MMGRASP_POINT_OPS'] = 'triton'
         if not _has_cuda():

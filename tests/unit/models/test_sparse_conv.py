@@ -1,10 +1,18 @@
-"""Sparse convolution against dense conv3d / conv_transpose3d on a small occupied grid."""
+"""Sparse convolution against dense conv3d / conv_transpose3d on a small occupied grid, with
+each of the torch backend's algorithms (implicit GEMM, per-offset pairs)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mmgrasp.models.layers import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
                                    hash_coords, sparse_cat, unhash_coords, voxelize)
+from mmgrasp.models.layers.sparse_conv import conv_algorithm
+
+
+@pytest.fixture(autouse=True, params=['gemm', 'pairs'])
+def algorithm(request, monkeypatch):
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', request.param)
+    return request.param
 
 SIZE, SHIFT, C_IN, C_OUT = 8, 4, 3, 4  # cells -4..3: negative coordinates, even shift
 
@@ -172,3 +180,48 @@ def test_voxelize_names_a_wrong_depth_scale():
     with pytest.raises(ValueError, match=r'z \(depth\) 600\.\.900 m\. The depth scale is '
                                          r'probably wrong: .*factor_depth'):
         voxelize(points, 0.005)
+
+
+def _two_level_set(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    points = torch.rand(2, 3000, 3, generator=gen) * torch.tensor([0.3, 0.3, 0.05])
+    x, _ = voxelize(points, 0.01, levels=1)
+    return x.replace(torch.randn(len(x.coords), 8, generator=gen))
+
+
+def _conv_step(x):
+    torch.manual_seed(0)
+    sub, down = SparseConv3d(8, 16, 3), SparseConv3d(16, 16, 2, stride=2)
+    up = SparseConvTranspose3d(16, 8, 2, stride=2)
+    feats = x.feats.clone().requires_grad_()
+    fine = sub(x.replace(feats))
+    out = up(down(fine), fine)
+    (out.feats.square().sum() + fine.feats.sum()).backward()
+    return out.feats.detach(), feats.grad, [m.weight.grad for m in (sub, down, up)]
+
+
+def test_the_two_algorithms_agree_and_each_is_deterministic(monkeypatch, algorithm):
+    x = _two_level_set(seed=11)
+    runs = {}
+    for name in ('gemm', 'pairs'):
+        monkeypatch.setenv('MMGRASP_SPARSE_CONV', name)
+        runs[name] = _conv_step(x.replace(x.feats))
+        again = _conv_step(x.replace(x.feats))
+        for a, b in zip(runs[name][:2] + tuple(runs[name][2]), again[:2] + tuple(again[2])):
+            assert torch.equal(a, b), name
+    gemm, pairs = runs['gemm'], runs['pairs']
+    for a, b in zip(gemm[:2] + tuple(gemm[2]), pairs[:2] + tuple(pairs[2])):
+        assert torch.isfinite(a).all() and a.abs().max() > 0
+        # float32 sums of thousands of terms in another order: close relative to the scale
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5 * float(a.abs().max()))
+
+
+def test_the_algorithm_is_chosen_by_device_unless_set(monkeypatch):
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'auto')
+    assert conv_algorithm(torch.device('cpu')) == 'pairs'
+    assert conv_algorithm(torch.device('cuda')) == 'gemm'
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')
+    assert conv_algorithm(torch.device('cpu')) == 'gemm'
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'im2col')
+    with pytest.raises(ValueError, match="MMGRASP_SPARSE_CONV='im2col'"):
+        conv_algorithm(torch.device('cpu'))

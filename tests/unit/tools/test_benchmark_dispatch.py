@@ -83,7 +83,8 @@ def test_kernel_scope_charges_its_launches_and_keeps_its_syncs():
     assert _count(run)['seed_selection'] == dict(launches=2, syncs=1)
 
 
-def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
+def test_sparse_convolution_launches_do_not_grow_with_the_kernel(monkeypatch):
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
     x, _ = voxelize(_cloud(), 0.01, levels=0)
     x = x.replace(torch.randn(len(x.coords), 4))
     launches = {}
@@ -95,7 +96,8 @@ def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
     assert launches[3]['launches'] < 20
 
 
-def test_sparse_unet_forward_has_two_host_syncs():
+def test_sparse_unet_forward_has_two_host_syncs(monkeypatch):
+    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
     torch.manual_seed(0)
     net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
     points = _cloud()
@@ -166,6 +168,8 @@ def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
     assert interpreted['MMGRASP_POINT_OPS'] == 'triton' and interpreted['TRITON_INTERPRET'] == '1'
     assert dispatch.child_flags('torch_reference', False) == []
     assert 'TRITON_INTERPRET' not in dispatch.child_env('torch_reference', True)
+    assert dispatch.child_env('cuda_path', False)['MMGRASP_SPARSE_CONV'] == 'gemm'
+    assert dispatch.child_env('torch_reference', False)['MMGRASP_SPARSE_CONV'] == 'auto'
 
 
 def test_torch_reference_runs_the_torch_backend():
