@@ -18,6 +18,7 @@ endpoint, plain HTTP) for the duration of a ``with`` block.
 """
 import contextlib
 import os
+import re
 import socket
 import struct
 import threading
@@ -108,11 +109,12 @@ class S3Server:
                 return []
         if fault is not None and fault.kind == 'status':
             entry.status = fault.status
-            body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
-                    f'<Message>injected fault</Message></Error>').encode()
-            start_response(f'{fault.status} Injected', [('Content-Type', 'application/xml'),
-                                                        ('Content-Length', str(len(body)))])
-            return [body]
+            return self._error(start_response, fault.status, 'InternalError', 'injected fault')
+        key = re.search(r'Credential=([^/]*)/', environ.get('HTTP_AUTHORIZATION', ''))
+        if key is not None and key.group(1) != ACCESS_KEY:  # moto itself accepts any key
+            entry.status = 403
+            return self._error(start_response, 403, 'InvalidAccessKeyId',
+                               'The AWS Access Key Id you provided does not exist in our records.')
 
         def recording(status, headers, exc_info=None):
             entry.status = int(status.split()[0])
@@ -121,6 +123,14 @@ class S3Server:
         body = b''.join(self._app(environ, recording))
         if fault is not None and fault.kind == 'short' and len(body) > 1:
             return self._short(body)
+        return [body]
+
+    @staticmethod
+    def _error(start_response, status: int, code: str, message: str) -> List[bytes]:
+        body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                f'<Message>{message}</Message></Error>').encode()
+        start_response(f'{status} {code}', [('Content-Type', 'application/xml'),
+                                             ('Content-Length', str(len(body)))])
         return [body]
 
     @staticmethod
