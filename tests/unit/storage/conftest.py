@@ -90,19 +90,6 @@ class Published:
         return self.server.requests(match) if self.server is not None else []
 
 
-@pytest.fixture
-def s3_server(monkeypatch):
-    """moto's S3 on 127.0.0.1 with a bucket of its own; the environment a client of it reads
-    (dummy credentials, its endpoint) is set for the test."""
-    from servers.s3_server import S3Server, s3_environment
-    with S3Server() as server:
-        for name in ('AWS_PROFILE', 'AWS_SESSION_TOKEN', 'AWS_SECURITY_TOKEN'):
-            monkeypatch.delenv(name, raising=False)
-        for name, value in s3_environment(server).items():
-            monkeypatch.setenv(name, value)
-        yield server
-
-
 def publish_over(scheme: str, tmp_path, version_dir: str, request) -> Published:
     """``version_dir`` published and served over ``scheme`` (file, http or s3)."""
     if scheme == 's3':
