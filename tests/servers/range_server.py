@@ -251,6 +251,7 @@ class RangeServer:
             try:
                 connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                       struct.pack('ii', 1, 0))
+                connection.shutdown(socket.SHUT_RDWR)  # now, whoever holds the socket's files
                 connection.close()
             except OSError:
                 pass

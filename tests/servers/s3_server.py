@@ -170,6 +170,8 @@ class S3Server:
         with self.lock:
             connections = list(self.connections)
         for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)  # now, whoever holds the socket's files
             _reset(connection)
 
     def client(self):

@@ -59,7 +59,7 @@ from mmgrasp.storage.remote import store as remote_store
 from mmgrasp.storage.readers import StoreGrids
 from mmgrasp.storage.labels.store import (COLLISION_BITORDER, FORMAT_VERSION, packed_row_bytes,
                                          open_remote_label_store)
-from mmgrasp.storage.remote.sources import HTTPSource, join_url
+from mmgrasp.storage.remote.sources import ObjectSource, join_url
 from mmgrasp.storage.remote.store import (CURRENT, MANIFEST, MIB, RemoteOptions, RemoteStore,
                                           describe_npy)
 from mmgrasp.storage.labels.summaries import SUMMARY_DTYPES
@@ -290,7 +290,7 @@ def row_windows(version: str, batch: dict) -> List[list]:
 
 def per_row(server: RangeServer, version: str, batch: dict, concurrency: int) -> dict:
     """One range request per row window, no cache, the same pool, stage one then stage two."""
-    source, waves = HTTPSource(), []
+    source, waves = ObjectSource(), []
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         for stage in row_windows(version, batch):
@@ -311,7 +311,7 @@ def whole_files(server: RangeServer, version: str, batch: dict, cache: str, args
         manifest = json.load(f)
     store = RemoteStore(join_url(server.url, VERSION), manifest, cache,
                         RemoteOptions(concurrency=args.concurrency,
-                                      block_size=args.block_kib << 10), HTTPSource())
+                                      block_size=args.block_kib << 10), ObjectSource())
     f = store._file(join_url(store.url, rel))
     blocks = np.arange(-(-f.size // store.options.block_size))
     t0 = time.perf_counter()
@@ -334,7 +334,7 @@ def requests_per_second(server: RangeServer, version: str, concurrency: int,
     server.state.latency, server.state.bandwidth = 0.0, None
     with open(os.path.join(version, MANIFEST)) as f:
         rel, entry = max(json.load(f)['files'].items(), key=lambda item: item[1]['size'])
-    url, source = join_url(server.url, VERSION, rel), HTTPSource()
+    url, source = join_url(server.url, VERSION, rel), ObjectSource()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(lambda i: source.read(url, i * 4096, i * 4096 + 192, entry['size'], None),
