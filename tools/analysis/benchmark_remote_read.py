@@ -376,6 +376,36 @@ def run_config(server, cache: str, batch: dict, want: dict, label: str,
                 wave_log=[(s.requests, s.bytes_fetched) for s in calls if s.waves])
 
 
+def library_ranges(server, version: str, batch: dict, gap: int, concurrency: int) -> dict:
+    """The batch's row windows read with ``obstore.get_ranges`` (its own coalescing at
+    ``gap``, at most 10 requests in flight a call; one call per file, ``concurrency`` files at
+    once, stage one then stage two): no block cache, no version check on the answers."""
+    import obstore
+    from obstore.store import from_url
+    store = from_url(server.url('store'), client_options=dict(allow_http=True))
+    server.clear_log()
+    t0, fetched = time.perf_counter(), 0
+    for stage in row_windows(version, batch):
+        by_file = {}
+        for rel, start, stop, _ in stage:
+            by_file.setdefault(rel, ([], []))
+            by_file[rel][0].append(start)
+            by_file[rel][1].append(stop)
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(lambda item: obstore.get_ranges(
+                store, f'{VERSION}/{item[0]}', starts=item[1][0], ends=item[1][1],
+                coalesce=gap), by_file.items()))
+    cold = time.perf_counter() - t0
+    methods = {}
+    for entry in server.requests('.npy'):
+        methods[entry.method] = methods.get(entry.method, 0) + 1
+        first, last = (int(x) for x in entry.range.split('=')[1].split('-'))
+        fetched += last + 1 - first
+    return dict(label=f'obstore.get_ranges, coalesce {gap >> 10} KiB (no cache, no version '
+                      f'check)', methods=methods, fetched=fetched, used=float('nan'), waves=2,
+                cold_s=cold, open_requests=0)
+
+
 def main_s3(args) -> None:
     """The cold and warm batch on moto's S3 server: requests by method, bytes, time."""
     from servers.s3_server import S3Server, environment, s3_environment
@@ -405,6 +435,12 @@ def main_s3(args) -> None:
                 log(f'{label}: {r["methods"]} in {r["waves"]} waves, {r["fetched"] / MIB:.2f} MiB '
                     f'fetched for {r["used"] / MIB:.3f} MiB used, cold {r["cold_s"]:.2f} s, '
                     f'warm {r["warm_s"]:.3f} s; {r["open_requests"]} requests at open')
+            for gap in args.gaps_kib:
+                results.append(library_ranges(server, version, batch, gap << 10,
+                                              args.concurrency))
+                r = results[-1]
+                log(f'{r["label"]}: {r["methods"]}, {r["fetched"] / MIB:.2f} MiB, '
+                    f'cold {r["cold_s"]:.2f} s')
         distinct = len({(o, r) for o, r in zip(batch['owner'], batch['rows'])})
         lines = [f'S3 (moto on 127.0.0.1, no added latency): 1 frame × {OBJECTS_PER_FRAME} '
                  f'objects of {args.s3_points[0]}-{args.s3_points[1]} label points, '
@@ -414,6 +450,7 @@ def main_s3(args) -> None:
                  'cold batch (s) | warm batch (s) | requests at open |',
                  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
         for r in results:
+            r.setdefault('warm_s', float('nan'))
             m = dict(r['methods'])
             get, head = m.pop('GET', 0), m.pop('HEAD', 0)
             lines.append(f'| {r["label"]} | {get} | {head} | {sum(m.values())} | {r["waves"]} | '
@@ -492,14 +529,16 @@ def main(argv=None) -> None:
 
 def report(results: List[dict], args, batch: dict, used: int, goal: float, rate: float) -> str:
     distinct = len({(o, r) for o, r in zip(batch['owner'], batch['rows'])})
-    lines = [f'{batch["frames"]} frames × {OBJECTS_PER_FRAME} objects, {len(batch["owner"])} seeds on '
-             f'{distinct} distinct matched rows, grid {GRID}, store of {batch["store_files"]} '
+    lines = [f'{batch["frames"]} frames × {OBJECTS_PER_FRAME} objects, '
+             f'{len(batch["owner"])} seeds on {distinct} distinct matched rows, grid {GRID}, '
+             f'store of {batch["store_files"]} '
              f'files, {batch["store_bytes"] / 1e9:.1f} GB; GSNet reads (stage one '
              f'{STAGE_ONE}, stage two {STAGE_TWO}): {used / 1e3:.0f} kB used per batch; '
              f'latency {args.latency_ms:g} ms per request, {args.bandwidth_mib:g} MiB/s cap, '
              f'{args.concurrency} requests in flight, {args.block_kib} KiB blocks. Goal: cold '
-             f'≤ 3 × latency + used bytes at the cap = {goal * 1e3:.0f} ms. This machine\'s server '
-             f'and client complete {rate:.0f} small requests/s (no latency, no cap): "CPU floor" '
+             f'≤ 3 × latency + used bytes at the cap = {goal * 1e3:.0f} ms. This machine\'s '
+             f'server and client complete {rate:.0f} small requests/s (no latency, no cap): '
+             f'"CPU floor" '
              f'= requests / that rate. "Link model" = per wave, max(rounds of '
              f'{args.concurrency} requests × latency, latency + bytes / cap).', '',
              '| read | requests | waves | fetched (MiB) | fetched / used | cold batch (s) | '

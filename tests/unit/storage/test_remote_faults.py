@@ -124,7 +124,8 @@ def test_a_file_of_another_size_contradicts_the_manifest(published_by_server, tm
     published = published_by_server
     store = open_fast(published, tmp_path)
     published.replace(SCORES, published.truth(SCORES) + b'\0' * 336)
-    with pytest.raises(RemoteFileChanged, match=RANGE + r'the file (has \d+ bytes on the server, '
-                                                        r'the store manifest says \d+|was replaced)'):
+    with pytest.raises(RemoteFileChanged, match=RANGE + r'the file (has \d+ bytes on the '
+                                                        r'server, the store manifest says \d+'
+                                                        r'|was replaced)'):
         read(store, SCORES, [3])
     assert no_blocks_of(store, SCORES)
