@@ -147,7 +147,7 @@ def test_remote_matched_cell_reads_equal_local(published_url, tmp_path):
         logged = server.requests('.npy')
         assert server.requests('score_codes.npy')
         assert len(logged) == store.pop_stats().requests  # one GET per range
-        assert {getattr(entry, 'method', 'GET') for entry in logged} == {'GET'}
+        assert {entry.method for entry in logged} == {'GET'}
 
 
 def test_each_matched_read_stage_is_one_wave(published, tmp_path):

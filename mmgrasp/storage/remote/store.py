@@ -60,6 +60,7 @@ class RemoteStoreError(RuntimeError):
 # folders and files (the cache folder, the mirror), so only plain names pass — no absolute path,
 # no '.' or '..', no separator other than '/' between a key's parts.
 _NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,127}')
+_ETAG = re.compile(r'[\x20-\x7e]{0,256}')  # sent as If-Match: no line break, no control byte
 
 
 def check_name(name, what: str, where: str) -> str:
@@ -87,9 +88,10 @@ def check_manifest(manifest, where: str) -> None:
                 isinstance(entry.get(k), int) and entry[k] >= 0 for k in ('size', 'offset')):
             raise RemoteStoreError(f'{where}: file {rel!r} has no non-negative integer size and '
                                    f'offset ({entry!r})')
-        if not isinstance(entry.get('etag', ''), str):
-            raise RemoteStoreError(f'{where}: file {rel!r} has an ETag that is not a string '
-                                   f'({entry["etag"]!r})')
+        if not isinstance(entry.get('etag', ''), str) or _ETAG.fullmatch(entry.get('etag', '')) \
+                is None:
+            raise RemoteStoreError(f'{where}: file {rel!r} has an ETag that is not a short '
+                                   f'printable string ({entry["etag"]!r}); it is sent as a header')
 
 
 @dataclass(frozen=True)

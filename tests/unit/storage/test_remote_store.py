@@ -1,5 +1,5 @@
-"""The remote store reader: exact rows, coalescing, the block cache, options — over HTTP and
-memory://."""
+"""The remote store reader: exact rows, coalescing, the block cache, options — over HTTP (the
+other schemes: test_remote_schemes.py)."""
 import multiprocessing
 import os
 import socket
