@@ -20,6 +20,7 @@ Errors are :class:`RemoteReadError` naming the URL and the byte range;
 missing or another version.
 """
 import re
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Dict, Optional, Tuple
@@ -93,6 +94,7 @@ class ObjectSource:
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.storage_options = options
         self._stores: Dict[str, object] = {}
+        self._lock = threading.Lock()  # the pool's threads open clients
 
     def _client_options(self) -> dict:
         limit = timedelta(seconds=self.timeout)
@@ -110,18 +112,23 @@ class ObjectSource:
         """(the obstore client of ``url``'s scheme and host, the path within it)."""
         parts = urlsplit(url)
         base = f'{parts.scheme}://{parts.netloc}' + ('/' if parts.scheme == 'file' else '')
+        with self._lock:
+            return self._client(url, base), parts.path.lstrip('/')
+
+    def _client(self, url: str, base: str):
+        """The client of ``base`` (opened once; under the lock)."""
         if base not in self._stores:
             from obstore.store import from_url
             options = dict(client_options=self._client_options(),
                            retry_config=self._retry_config())
-            if parts.scheme not in ('http', 'https', 'file'):
+            if not base.startswith(('http://', 'https://', 'file://')):
                 options.update(self.storage_options)  # the store's configuration keys
             try:
                 self._stores[base] = from_url(base, **options)
             except Exception as exc:  # noqa: BLE001 - unknown scheme, bad configuration key
                 raise RemoteReadError(url, None, None, f'cannot open a client for {base} '
                                       f'({_condensed(exc)})') from exc
-        return self._stores[base], parts.path.lstrip('/')
+        return self._stores[base]
 
     def _error(self, url, start, stop, exc: BaseException) -> RemoteReadError:
         from obstore import exceptions as obx

@@ -129,3 +129,14 @@ def test_a_file_of_another_size_contradicts_the_manifest(published_by_server, tm
                                                         r'|was replaced)'):
         read(store, SCORES, [3])
     assert no_blocks_of(store, SCORES)
+
+
+@pytest.mark.parametrize('retries', [0, 2])
+def test_retries_is_the_number_of_further_attempts(published_by_server, tmp_path, retries):
+    """The library's retries are the only ones: a lasting 503 is asked 1 + retries times."""
+    server = published_by_server.server
+    store = open_fast(published_by_server, tmp_path, retries=retries)
+    fault = server.inject('status', 'objects/000/scores', count=1000, status=503)
+    with pytest.raises(RemoteReadError, match=RANGE + rf'.*\[timeout 0.5 s, {retries} retries\]'):
+        read(store, SCORES, [7])
+    assert 1000 - fault.count == 1 + retries

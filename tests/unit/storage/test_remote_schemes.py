@@ -135,3 +135,10 @@ def test_timeouts_and_retries_are_set_once(s3_server, tmp_path):
     with pytest.raises(ValueError, match=r"\['retry_config'\]: timeouts and retries are set once"):
         open_remote_store(s3_server.url('published'), str(tmp_path / 'cache'),
                           storage_options=dict(retry_config={}))
+
+
+def test_an_unknown_storage_option_names_the_url(s3_server, tmp_path):
+    with pytest.raises(RemoteReadError, match=rf'{s3_server.url("published")}/CURRENT: cannot '
+                                              r'open a client for s3://'):
+        open_remote_store(s3_server.url('published'), str(tmp_path / 'cache'), OPTIONS,
+                          storage_options=dict(endpoint_typo='http://127.0.0.1:9'))
