@@ -253,3 +253,23 @@ def test_a_store_of_another_format_is_refused(published, tmp_path):
         json.dump(manifest, f)
     with pytest.raises(LabelStoreError, match='format version 999'):
         open_remote_label_store(server.url, str(tmp_path / 'remote-cache'))
+
+
+def test_storage_options_from_the_config_reach_the_client(synthetic_root, tmp_path, s3_server,
+                                                          monkeypatch):
+    """``SampleGraspLabels(remote=dict(storage_options=...))``: the endpoint given there (the
+    environment names none) is where the store is read from."""
+    remote_store._opened.clear()
+    local = build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
+    options = dict(endpoint=s3_server.endpoint)
+    monkeypatch.delenv('AWS_ENDPOINT_URL')
+    monkeypatch.delenv('AWS_ENDPOINT')
+    publish_store(local.path, s3_server.url('labels'), storage_options=options)
+    s3_server.clear_log()
+    transform = SampleGraspLabels(store_url=s3_server.url('labels'),
+                                  cache_dir=str(tmp_path / 'remote-cache'),
+                                  remote=dict(block_size=512, storage_options=options))
+    store = transform.prepare(synthetic_root)
+    assert store.path.startswith(s3_server.url('labels')) and store.grid == local.grid
+    assert s3_server.requests('manifest.json')
+    remote_store._opened.clear()

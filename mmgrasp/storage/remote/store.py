@@ -588,13 +588,13 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 # ---------------------------------------------------------------------------- publishing
 def publish_store(version_dir: str, url: str, storage_options: Optional[dict] = None,
-                  progress=None, options: Optional[dict] = None) -> str:
+                  progress=None) -> str:
     """Upload a built store version to ``url``/<version name>/ — every file, then its manifest
     (with each file's size, ``.npy`` geometry and the ETag the store gave it, and the URL it was
     published to), then ``url``/CURRENT — so a reader never sees a version whose upload has not
-    finished. ``options``: :class:`RemoteOptions` (its timeout and retries). Returns the
-    version's URL."""
-    opts = RemoteOptions.from_dict(options)
+    finished (timeouts and retries: :class:`RemoteOptions`' defaults). Returns the version's
+    URL."""
+    opts = RemoteOptions()
     source = open_source(url, opts.timeout, opts.retries, opts.backoff, storage_options)
     name = os.path.basename(version_dir.rstrip('/'))
     target = join_url(url, name)
