@@ -14,6 +14,8 @@ retries. So a request ends within ``timeout × (1 + retries)`` plus the backoffs
 (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, instance metadata), never from a config
 (:mod:`mmgrasp.storage.secrets`); ``storage_options`` carries the store's other configuration
 keys (``endpoint``, ``region``, ``virtual_hosted_style_request``, ``skip_signature``, …).
+Plain-HTTP endpoints are allowed (an S3-compatible server on a cluster's own network, MinIO,
+moto in the tests); an ``https://`` endpoint stays TLS.
 
 Errors are :class:`RemoteReadError` naming the URL and the byte range;
 :class:`RemoteNotFound` and :class:`RemoteFileChanged` are its kinds that say the object is
@@ -118,7 +120,11 @@ class ObjectSource:
     def _client(self, url: str, base: str):
         """The client of ``base`` (opened once; under the lock)."""
         if base not in self._stores:
-            from obstore.store import from_url
+            try:
+                from obstore.store import from_url
+            except ImportError as exc:
+                raise ImportError('remote label stores read through obstore: pip install '
+                                  '"mmgrasp[remote]"') from exc
             options = dict(client_options=self._client_options(),
                            retry_config=self._retry_config())
             if not base.startswith(('http://', 'https://', 'file://')):
