@@ -17,7 +17,7 @@ from mmengine.dataset import pseudo_collate
 from torch.utils.data import DataLoader
 
 from mmgrasp.datasets import GraspNetDataset, GraspNetReader
-from mmgrasp.registry import MODELS, TASK_UTILS
+from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.storage.labels.store import build_label_store
 
 
@@ -40,7 +40,7 @@ class IndexesScoresAssigner:
 
 def test_assigner_indexing_scores_under_deferred_is_explained(make_dataset):
     torch.manual_seed(0)
-    model = MODELS.build(dict(
+    model = build_in_scope(MODELS, dict(
         type='GSNet', num_seeds=16, num_views=5, num_angles=3, num_depths=3,
         backbone=dict(type='SparseUNet14', channels=(8,) * 8, out_channels=16),
         crop=dict(channels=(16,)), assigner=dict(type='IndexesScoresAssigner')))
