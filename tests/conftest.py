@@ -238,3 +238,16 @@ def tiny_gsnet():
             assigner=dict(type='NearestLabelAssigner', num_views=5)))
 
     return build
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    """moto's S3 on 127.0.0.1 with a bucket of its own; the environment a client of it reads
+    (dummy credentials, its endpoint) is set for the test."""
+    from servers.s3_server import S3Server, s3_environment
+    with S3Server() as server:
+        for name in ('AWS_PROFILE', 'AWS_SESSION_TOKEN', 'AWS_SECURITY_TOKEN'):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in s3_environment(server).items():
+            monkeypatch.setenv(name, value)
+        yield server

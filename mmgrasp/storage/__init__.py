@@ -17,13 +17,13 @@ from .frames.store import FrameStore, FrameStoreError, build_frame_store, open_f
 from .labels.store import (LabelStore, LabelStoreError, build_label_store, open_label_store,
                            open_remote_label_store)
 from .readers import StoreGrids
-from .remote.sources import RemoteFileChanged, RemoteReadError, is_url
+from .remote.sources import RemoteFileChanged, RemoteNotFound, RemoteReadError, is_url
 from .remote.store import (RemoteOptions, RemoteStore, RemoteStoreError, open_remote_store,
                            publish_store, read_url_rows)
 from .source import DatasetFileError, GraspSource
 
 __all__ = ['DatasetFileError', 'FrameStore', 'FrameStoreError', 'GraspSource', 'LabelStore',
-           'LabelStoreError', 'RemoteFileChanged', 'RemoteOptions', 'RemoteReadError',
-           'RemoteStore', 'RemoteStoreError', 'StoreGrids', 'build_frame_store',
+           'LabelStoreError', 'RemoteFileChanged', 'RemoteNotFound', 'RemoteOptions',
+           'RemoteReadError', 'RemoteStore', 'RemoteStoreError', 'StoreGrids', 'build_frame_store',
            'build_label_store', 'is_url', 'open_frame_store', 'open_label_store',
            'open_remote_label_store', 'open_remote_store', 'publish_store', 'read_url_rows']

@@ -13,8 +13,8 @@ REDACTED = '<redacted>'
 #: Option names that hold a credential (case-insensitive, anywhere in the name).
 SECRET_NAME = re.compile(
     r'secret|passw|token|credential|api_?key|access_?key|private_?key|account_?key|session|'
-    r'signature|auth', re.IGNORECASE)
-#: Names that are credentials only inside ``storage_options`` (s3fs's ``key`` is the access key).
+    r'signature|auth|sas_?key', re.IGNORECASE)
+#: Names that are credentials only inside ``storage_options`` (a bare ``key``: an access key).
 _STORAGE_SECRET_NAMES = ('key', 'username', 'user')
 
 

@@ -17,7 +17,7 @@ from mmengine.dataset import pseudo_collate
 from torch.utils.data import DataLoader
 
 from mmgrasp.datasets import GraspNetDataset, GraspNetReader
-from mmgrasp.registry import MODELS, TASK_UTILS
+from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.storage.labels.store import build_label_store
 
 
@@ -40,7 +40,7 @@ class IndexesScoresAssigner:
 
 def test_assigner_indexing_scores_under_deferred_is_explained(make_dataset):
     torch.manual_seed(0)
-    model = MODELS.build(dict(
+    model = build_in_scope(MODELS, dict(
         type='GSNet', num_seeds=16, num_views=5, num_angles=3, num_depths=3,
         backbone=dict(type='SparseUNet14', channels=(8,) * 8, out_channels=16),
         crop=dict(channels=(16,)), assigner=dict(type='IndexesScoresAssigner')))
@@ -110,3 +110,43 @@ def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
     assert 'read (1, 5, 3, 3)' in out.stdout
     assert 'refused: cannot write the label store under' in out.stdout
     assert 'Read-only file system' in out.stdout and 'MMGRASP_CACHE' in out.stdout
+
+
+@pytest.mark.parametrize('scheme', ['http', 's3'])
+def test_a_training_whose_label_server_dies_stops_within_the_bound(scheme, synthetic_root,
+                                                                   tmp_path, make_dataset,
+                                                                   tiny_gsnet, request):
+    """Training steps read the published store by URL; the server is killed after the first:
+    the next step that needs a range stops the training with RemoteReadError naming the URL,
+    within the timeout and retry budget."""
+    import time
+
+    from mmgrasp.storage import RemoteReadError, publish_store
+    from mmgrasp.storage.remote import store as remote_store
+    from mmgrasp.storage.remote.sources import read_bound
+    from servers.range_server import RangeServer
+    remote_store._opened.clear()
+    request.addfinalizer(remote_store._opened.clear)
+    local = build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
+    if scheme == 's3':
+        server = request.getfixturevalue('s3_server')
+        url = server.url('labels')
+        publish_store(local.path, url)
+    else:
+        publish_store(local.path, f'file://{tmp_path}/published')
+        server = RangeServer(str(tmp_path / 'published')).__enter__()
+        request.addfinalizer(lambda: server.__exit__(None, None, None))
+        url = server.url
+    options = dict(timeout=0.5, retries=2, backoff=0.01, block_size=256, gap=0)
+    dataset = make_dataset('deferred', augment=False, store_url=url, remote=options,
+                           cache_dir=str(tmp_path / 'remote-cache'))
+    model = tiny_gsnet()
+    data = model.data_preprocessor(pseudo_collate([dataset[0]]), True)
+    model(**data, mode='loss')  # a step that read its ranges
+    server.kill()
+    t0 = time.monotonic()
+    with pytest.raises(RemoteReadError, match=rf'{url}/store-[0-9a-f]+/\S+\.npy bytes \d+-\d+: '):
+        for index in range(1, len(dataset)):
+            data = model.data_preprocessor(pseudo_collate([dataset[index]]), True)
+            model(**data, mode='loss')
+    assert time.monotonic() - t0 < read_bound(0.5, 2, 0.01) + 5.0

@@ -36,6 +36,26 @@ def published(synthetic_root, tmp_path):
     remote_store._opened.clear()
 
 
+@pytest.fixture(params=['file', 'http', 's3'])
+def published_url(request, synthetic_root, tmp_path):
+    """(local store, URL of its published copy, the server in front or None) over each
+    scheme in turn."""
+    remote_store._opened.clear()
+    local = build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
+    if request.param == 's3':
+        server = request.getfixturevalue('s3_server')
+        publish_store(local.path, server.url('published'))
+        yield local, server.url('published'), server
+    else:
+        publish_store(local.path, f'file://{tmp_path}/published')
+        if request.param == 'file':
+            yield local, f'file://{tmp_path}/published', None
+        else:
+            with RangeServer(str(tmp_path / 'published')) as server:
+                yield local, server.url, server
+    remote_store._opened.clear()
+
+
 def labels_of(store, mode):
     labels = []
     for scene, entry in sorted(store.scenes.items()):
@@ -59,11 +79,11 @@ def same_bits(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
 
 
-def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path):
-    local, server = published
-    remote = open_remote_label_store(server.url, str(tmp_path / 'remote-cache'),
+def test_remote_gathers_equal_local_for_every_name_and_mode(published_url, tmp_path):
+    local, url, server = published_url
+    remote = open_remote_label_store(url, str(tmp_path / 'remote-cache'),
                                      dict(block_size=512, gap=0))
-    assert remote.path.startswith(server.url) and remote.grid == local.grid
+    assert remote.path.startswith(url) and remote.grid == local.grid
     V = local.grid[0]
     for mode in MODES:
         near, far = labels_of(local, mode), labels_of(remote, mode)
@@ -78,23 +98,33 @@ def test_remote_gathers_equal_local_for_every_name_and_mode(published, tmp_path)
             got = gather_grids(far, name, owner, rows, chosen)
             assert same_bits(got, expected), (mode, name, views)
             assert (got is None) == (name == 'collision' and mode != 'mask')
-    assert server.requests('scores.npy') and server.requests('collision.npy')
+    store = remote_store.opened_store_for(remote.path + '/manifest.json')
+    assert store.pop_stats().requests > 0
+    if server is not None:
+        assert server.requests('scores.npy') and server.requests('collision.npy')
+        server.clear_log()
     # warm: the same gathers again come from the block cache alone
-    server.clear_log()
     near, far = labels_of(local, 'mask'), labels_of(remote, 'mask')
     owner, rows = torch.zeros(50, dtype=torch.long), torch.arange(50) % len(near[0].points)
     for name in NAMES:
         assert same_bits(gather_grids(far, name, owner, rows),
                          gather_grids(near, name, owner, rows))
-    assert server.requests('.npy') == []
+    assert store.pop_stats().requests == 0
+    if server is not None:
+        assert server.requests('.npy') == []
 
 
-def test_remote_matched_cell_reads_equal_local(published, tmp_path):
+def test_remote_matched_cell_reads_equal_local(published_url, tmp_path):
     """The label-matching reads (per-view summaries, chosen-view cells with their value tables)
-    from the published store give the local store's bits, in every collision mode."""
-    local, server = published
-    remote = open_remote_label_store(server.url, str(tmp_path / 'remote-cache'),
+    from the published store give the local store's bits, in every collision mode; a cold read
+    is one GET per coalesced range, never a HEAD."""
+    local, url, server = published_url
+    remote = open_remote_label_store(url, str(tmp_path / 'remote-cache'),
                                      dict(block_size=512, gap=0))
+    store = remote_store.opened_store_for(remote.path + '/manifest.json')
+    store.pop_stats()
+    if server is not None:
+        server.clear_log()
     V = local.grid[0]
     for mode in MODES:
         near, far = labels_of(local, mode), labels_of(remote, mode)
@@ -113,7 +143,11 @@ def test_remote_matched_cell_reads_equal_local(published, tmp_path):
         want = gather_view_cells(near, cells, owner, rows, chosen)
         got = gather_view_cells(far, cells, owner, rows, chosen)
         assert want.keys() == got.keys() and all(same_bits(got[k], want[k]) for k in want), mode
-    assert server.requests('score_codes.npy')
+    if server is not None:
+        logged = server.requests('.npy')
+        assert server.requests('score_codes.npy')
+        assert len(logged) == store.pop_stats().requests  # one GET per range
+        assert {entry.method for entry in logged} == {'GET'}
 
 
 def test_each_matched_read_stage_is_one_wave(published, tmp_path):
@@ -219,3 +253,23 @@ def test_a_store_of_another_format_is_refused(published, tmp_path):
         json.dump(manifest, f)
     with pytest.raises(LabelStoreError, match='format version 999'):
         open_remote_label_store(server.url, str(tmp_path / 'remote-cache'))
+
+
+def test_storage_options_from_the_config_reach_the_client(synthetic_root, tmp_path, s3_server,
+                                                          monkeypatch):
+    """``SampleGraspLabels(remote=dict(storage_options=...))``: the endpoint given there (the
+    environment names none) is where the store is read from."""
+    remote_store._opened.clear()
+    local = build_label_store(GraspNetReader(synthetic_root), str(tmp_path / 'cache'))
+    options = dict(endpoint=s3_server.endpoint)
+    monkeypatch.delenv('AWS_ENDPOINT_URL')
+    monkeypatch.delenv('AWS_ENDPOINT')
+    publish_store(local.path, s3_server.url('labels'), storage_options=options)
+    s3_server.clear_log()
+    transform = SampleGraspLabels(store_url=s3_server.url('labels'),
+                                  cache_dir=str(tmp_path / 'remote-cache'),
+                                  remote=dict(block_size=512, storage_options=options))
+    store = transform.prepare(synthetic_root)
+    assert store.path.startswith(s3_server.url('labels')) and store.grid == local.grid
+    assert s3_server.requests('manifest.json')
+    remote_store._opened.clear()

@@ -8,7 +8,8 @@ For tests and benchmarks of remote label stores, never for serving data in earne
   answer), ``status`` (an HTTP error such as 503), ``stall`` (no answer for a while: a client
   timeout), ``short`` (the announced length, then only half the body, then the connection
   closes);
-- count requests and the most that were in flight at once.
+- count requests and the most that were in flight at once;
+- be killed mid-read (:meth:`RangeServer.kill`).
 
 A file replaced in the folder gets a new ETag (size, mtime, inode), and ``If-Match`` with an old
 one is answered 412, as real servers and object stores do.
@@ -43,6 +44,7 @@ class Logged:
     range: Optional[Tuple[int, int]]  # [start, stop) asked for
     status: int
     sent: int
+    method: str = 'GET'
 
 
 @dataclass
@@ -85,9 +87,22 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # quiet
         pass
 
-    def _record(self, path, byte_range, status, sent) -> None:
+    def setup(self) -> None:
+        super().setup()
         with self.server.state.lock:
-            self.server.state.log.append(Logged(path, byte_range, status, sent))
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.state.lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:  # the connection was reset (a fault, or the server killed)
+            pass
+
+    def _record(self, path, byte_range, status, sent, method: str = 'GET') -> None:
+        with self.server.state.lock:
+            self.server.state.log.append(Logged(path, byte_range, status, sent, method))
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
@@ -104,6 +119,22 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with state.lock:
                 state.in_flight -= 1
+
+    def do_HEAD(self) -> None:
+        """Size and ETag, no body (logged as a HEAD: the reader is meant never to send one)."""
+        path = unquote(urlsplit(self.path).path)
+        local = os.path.realpath(os.path.join(self.server.folder, path.lstrip('/')))
+        inside = os.path.commonpath([local, self.server.folder]) == self.server.folder
+        status = 200 if inside and os.path.isfile(local) else 404
+        self._record(path, None, status, 0, 'HEAD')
+        self.send_response(status)
+        if status == 200:
+            st = os.stat(local)
+            self.send_header('Content-Length', str(st.st_size))
+            self.send_header('ETag', etag_of(st))
+        else:
+            self.send_header('Content-Length', '0')
+        self.end_headers()
 
     def _get(self, state: ServerState) -> None:
         path = unquote(urlsplit(self.path).path)
@@ -182,6 +213,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, folder: str, state: ServerState):
         super().__init__(('127.0.0.1', 0), _Handler)
         self.folder, self.state = os.path.realpath(folder), state
+        self.connections = set()
 
     def handle_error(self, request, client_address) -> None:
         pass  # a client that gave up (timeout) closed the socket the answer went to
@@ -207,6 +239,22 @@ class RangeServer:
         with self.state.lock:
             self.state.faults.append(fault)
         return fault
+
+    def kill(self) -> None:
+        """Die as a killed server process does: nothing listens any more, and every open
+        connection (an answer in progress included) ends with an RST."""
+        self._server.shutdown()
+        self._server.server_close()
+        with self.state.lock:
+            connections = list(self._server.connections)
+        for connection in connections:
+            try:
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                      struct.pack('ii', 1, 0))
+                connection.shutdown(socket.SHUT_RDWR)  # now, whoever holds the socket's files
+                connection.close()
+            except OSError:
+                pass
 
     def requests(self, match: str = '') -> List[Logged]:
         with self.state.lock:

@@ -106,3 +106,25 @@ def test_test_tool_settings_name_the_filters():
     assert settings['collision threshold'] == 'off'
     assert settings['objectness filter'] == 'n/a (all seeds, GSNet)'
     assert settings['evaluator'].startswith('mmgrasp-graspnet-1')
+
+
+def test_build_label_store_uploads_to_s3_with_storage_options(tiny_root, tmp_path, s3_server,
+                                                               monkeypatch):
+    """``--storage-option endpoint=…`` reaches the client (the environment names no endpoint);
+    the credentials come from the environment; a secret-looking option is refused."""
+    from mmgrasp.storage import open_remote_store
+    monkeypatch.delenv('AWS_ENDPOINT_URL')
+    monkeypatch.delenv('AWS_ENDPOINT')
+    cache, url = str(tmp_path / 'cache'), s3_server.url('labels')
+    result = _run(tiny_root, '--cache', cache, '--upload', url,
+                  '--storage-option', f'endpoint={s3_server.endpoint}')
+    assert result.returncode == 0, result.stderr
+    version = os.path.basename(current_version(store_path_for(tiny_root, cache)))
+    assert f'published {url}/{version}' in result.stdout
+    remote = open_remote_store(url, str(tmp_path / 'reader'),
+                               storage_options=dict(endpoint=s3_server.endpoint))
+    assert remote.url == f'{url}/{version}' and remote.manifest['published_url'] == remote.url
+    refused = _run(tiny_root, '--cache', cache, '--upload', url,
+                   '--storage-option', 'secret_access_key=abc')
+    assert refused.returncode != 0 and 'Traceback' not in refused.stderr
+    assert 'secret_access_key looks like a credential' in refused.stderr

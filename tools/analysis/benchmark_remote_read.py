@@ -59,7 +59,7 @@ from mmgrasp.storage.remote import store as remote_store
 from mmgrasp.storage.readers import StoreGrids
 from mmgrasp.storage.labels.store import (COLLISION_BITORDER, FORMAT_VERSION, packed_row_bytes,
                                          open_remote_label_store)
-from mmgrasp.storage.remote.sources import HTTPSource, join_url
+from mmgrasp.storage.remote.sources import ObjectSource, join_url
 from mmgrasp.storage.remote.store import (CURRENT, MANIFEST, MIB, RemoteOptions, RemoteStore,
                                           describe_npy)
 from mmgrasp.storage.labels.summaries import SUMMARY_DTYPES
@@ -90,6 +90,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help='also run with the link hints (latency, cap): each read picks its gap '
                         'up to this (0: skip)')
     p.add_argument('--json', help='also write the results to this JSON file')
+    p.add_argument('--s3', action='store_true',
+                   help='read from an S3 API server (moto, tests/servers/s3_server.py) instead: '
+                        'one frame, --s3-points label points an object, only the files the '
+                        'batch reads uploaded; HEAD and GET counted per cold batch')
+    p.add_argument('--s3-points', type=int, nargs=2, default=[300, 400], metavar=('MIN', 'MAX'))
     return p.parse_args(argv)
 
 
@@ -100,17 +105,17 @@ def _sparse(path: str, shape: tuple, dtype) -> np.memmap:
     return np.lib.format.open_memmap(path, mode='w+', dtype=dtype, shape=shape)
 
 
-def plan_batch(rng: np.random.Generator) -> dict:
+def plan_batch(rng: np.random.Generator, frames: int = FRAMES, points=(1000, 2000)) -> dict:
     """The batch: objects per frame, each object's kept rows, and every seed's (object
     instance, kept row, re-indexed views, chosen view)."""
     V = GRID[0]
-    objects = [int(o) for o in rng.choice(NUM_OBJECTS, FRAMES * OBJECTS_PER_FRAME,
+    objects = [int(o) for o in rng.choice(NUM_OBJECTS, frames * OBJECTS_PER_FRAME,
                                           replace=False)]
-    points = {o: int(rng.integers(1000, 2001)) for o in objects}
+    points = {o: int(rng.integers(points[0], points[1] + 1)) for o in objects}
     kept = {o: np.sort(rng.choice(points[o], max(points[o] // 4, 300), replace=False))
             for o in objects}
     owner, rows, views = [], [], []
-    for frame in range(FRAMES):
+    for frame in range(frames):
         instances = np.arange(frame * OBJECTS_PER_FRAME, (frame + 1) * OBJECTS_PER_FRAME)
         sizes = np.array([len(kept[objects[i]]) for i in instances])
         pair = rng.choice(sizes.sum(), MATCHED_PER_FRAME, replace=False)  # distinct rows
@@ -122,7 +127,8 @@ def plan_batch(rng: np.random.Generator) -> dict:
         views.append(poses[instance])
     views = np.concatenate(views)
     chosen = views[np.arange(len(views)), rng.integers(0, V, len(views))]
-    return dict(objects=objects, points=points, kept=kept, owner=np.concatenate(owner),
+    return dict(frames=frames, objects=objects, points=points, kept=kept,
+                owner=np.concatenate(owner),
                 rows=np.concatenate(rows), views=views, chosen=chosen)
 
 
@@ -157,7 +163,7 @@ def write_store(served: str, batch: dict, rng: np.random.Generator) -> str:
         manifest_objects[f'{obj:03d}'] = dict(num_points=n, has_tolerance=True,
                                               score_codes=True)
     offsets = {}
-    for frame in range(FRAMES):
+    for frame in range(batch['frames']):
         ids = objects[frame * OBJECTS_PER_FRAME:(frame + 1) * OBJECTS_PER_FRAME]
         counts = [batch['points'][o] for o in ids]
         starts = np.r_[0, np.cumsum(counts)[:-1]]
@@ -284,7 +290,7 @@ def row_windows(version: str, batch: dict) -> List[list]:
 
 def per_row(server: RangeServer, version: str, batch: dict, concurrency: int) -> dict:
     """One range request per row window, no cache, the same pool, stage one then stage two."""
-    source, waves = HTTPSource(), []
+    source, waves = ObjectSource(), []
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         for stage in row_windows(version, batch):
@@ -305,7 +311,7 @@ def whole_files(server: RangeServer, version: str, batch: dict, cache: str, args
         manifest = json.load(f)
     store = RemoteStore(join_url(server.url, VERSION), manifest, cache,
                         RemoteOptions(concurrency=args.concurrency,
-                                      block_size=args.block_kib << 10), HTTPSource())
+                                      block_size=args.block_kib << 10), ObjectSource())
     f = store._file(join_url(store.url, rel))
     blocks = np.arange(-(-f.size // store.options.block_size))
     t0 = time.perf_counter()
@@ -328,7 +334,7 @@ def requests_per_second(server: RangeServer, version: str, concurrency: int,
     server.state.latency, server.state.bandwidth = 0.0, None
     with open(os.path.join(version, MANIFEST)) as f:
         rel, entry = max(json.load(f)['files'].items(), key=lambda item: item[1]['size'])
-    url, source = join_url(server.url, VERSION, rel), HTTPSource()
+    url, source = join_url(server.url, VERSION, rel), ObjectSource()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(lambda i: source.read(url, i * 4096, i * 4096 + 192, entry['size'], None),
@@ -338,19 +344,25 @@ def requests_per_second(server: RangeServer, version: str, concurrency: int,
 
 
 # ------------------------------------------------------------------------------ the run
-def run_config(server: RangeServer, cache: str, batch: dict, want: dict, label: str,
-               options: dict, sequential: bool = False) -> dict:
+def run_config(server, cache: str, batch: dict, want: dict, label: str,
+               options: dict, sequential: bool = False, url: Optional[str] = None) -> dict:
     remote_store._opened.clear()
-    store_path = open_remote_label_store(server.url, cache, options).path
+    server.clear_log()
+    store_path = open_remote_label_store(url or server.url, cache, options).path
     store = remote_store.opened_store_for(join_url(store_path, MANIFEST))
     labels = labels_of(store_path, batch)
     store.pop_stats()  # the mirror's fetches at open
+    opened = len(server.requests())
+    server.clear_log()
     calls = []
     with one_wave_per_array(store, calls) if sequential else contextlib.nullcontext():
         t0 = time.perf_counter()
         got = read_batch(labels, batch, store, calls)
         cold = time.perf_counter() - t0
         assert same_bits(got, want), f'{label}: bits differ from the local store'
+        methods = {}
+        for entry in server.requests('.npy'):
+            methods[entry.method] = methods.get(entry.method, 0) + 1
         server.clear_log()
         t0 = time.perf_counter()
         again = read_batch(labels, batch)
@@ -360,12 +372,102 @@ def run_config(server: RangeServer, cache: str, batch: dict, want: dict, label: 
     return dict(label=label, requests=sum(s.requests for s in calls),
                 fetched=sum(s.bytes_fetched for s in calls),
                 used=sum(s.bytes_used for s in calls), waves=sum(s.waves for s in calls),
-                cold_s=cold, warm_s=warm,
+                cold_s=cold, warm_s=warm, methods=methods, open_requests=opened,
                 wave_log=[(s.requests, s.bytes_fetched) for s in calls if s.waves])
+
+
+def library_ranges(server, version: str, batch: dict, gap: int, concurrency: int) -> dict:
+    """The batch's row windows read with ``obstore.get_ranges`` (its own coalescing at
+    ``gap``, at most 10 requests in flight a call; one call per file, ``concurrency`` files at
+    once, stage one then stage two): no block cache, no version check on the answers."""
+    import obstore
+    from obstore.store import from_url
+    store = from_url(server.url('store'), client_options=dict(allow_http=True))
+    server.clear_log()
+    t0, fetched = time.perf_counter(), 0
+    for stage in row_windows(version, batch):
+        by_file = {}
+        for rel, start, stop, _ in stage:
+            by_file.setdefault(rel, ([], []))
+            by_file[rel][0].append(start)
+            by_file[rel][1].append(stop)
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(lambda item: obstore.get_ranges(
+                store, f'{VERSION}/{item[0]}', starts=item[1][0], ends=item[1][1],
+                coalesce=gap), by_file.items()))
+    cold = time.perf_counter() - t0
+    methods = {}
+    for entry in server.requests('.npy'):
+        methods[entry.method] = methods.get(entry.method, 0) + 1
+        first, last = (int(x) for x in entry.range.split('=')[1].split('-'))
+        fetched += last + 1 - first
+    return dict(label=f'obstore.get_ranges, coalesce {gap >> 10} KiB (no cache, no version '
+                      f'check)', methods=methods, fetched=fetched, used=float('nan'), waves=2,
+                cold_s=cold, open_requests=0)
+
+
+def main_s3(args) -> None:
+    """The cold and warm batch on moto's S3 server: requests by method, bytes, time."""
+    from servers.s3_server import S3Server, environment, s3_environment
+    rng = np.random.default_rng(0)
+    work = tempfile.mkdtemp(prefix='mmgrasp-remote-s3-bench-')
+    base = dict(block_size=args.block_kib << 10, concurrency=args.concurrency)
+    try:
+        batch = plan_batch(rng, frames=1, points=tuple(args.s3_points))
+        version = write_store(os.path.join(work, 'built'), batch, rng)
+        want = read_batch(labels_of(version, batch), batch)
+        read = {'view_count.npy', 'score_codes.npy', 'score_values.npy', 'widths.npy',
+                'collision.npy', 'points.npy', 'tolerance_radii.npy'}
+        for folder, _, names in os.walk(version):
+            for name in names:
+                if name.endswith('.npy') and name not in read:
+                    os.remove(os.path.join(folder, name))  # never read: not uploaded
+        with S3Server() as server, environment(s3_environment(server)):
+            t0 = time.perf_counter()
+            remote_store.publish_store(version, server.url('store'))
+            log(f'published to {server.url("store")} in {time.perf_counter() - t0:.1f} s')
+            results = []
+            for i, gap in enumerate(args.gaps_kib):
+                label = f'gap {gap} KiB'
+                r = run_config(server, os.path.join(work, f'cache-{i}'), batch, want, label,
+                               dict(base, gap=gap << 10), url=server.url('store'))
+                results.append(r)
+                log(f'{label}: {r["methods"]} in {r["waves"]} waves, {r["fetched"] / MIB:.2f} MiB '
+                    f'fetched for {r["used"] / MIB:.3f} MiB used, cold {r["cold_s"]:.2f} s, '
+                    f'warm {r["warm_s"]:.3f} s; {r["open_requests"]} requests at open')
+            for gap in args.gaps_kib:
+                results.append(library_ranges(server, version, batch, gap << 10,
+                                              args.concurrency))
+                r = results[-1]
+                log(f'{r["label"]}: {r["methods"]}, {r["fetched"] / MIB:.2f} MiB, '
+                    f'cold {r["cold_s"]:.2f} s')
+        distinct = len({(o, r) for o, r in zip(batch['owner'], batch['rows'])})
+        lines = [f'S3 (moto on 127.0.0.1, no added latency): 1 frame × {OBJECTS_PER_FRAME} '
+                 f'objects of {args.s3_points[0]}-{args.s3_points[1]} label points, '
+                 f'{len(batch["owner"])} seeds on {distinct} distinct matched rows, grid {GRID}; '
+                 f'{args.concurrency} in flight, {args.block_kib} KiB blocks', '',
+                 '| read | GET | HEAD | other | waves | fetched (MiB) | used (MiB) | '
+                 'cold batch (s) | warm batch (s) | requests at open |',
+                 '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
+        for r in results:
+            r.setdefault('warm_s', float('nan'))
+            m = dict(r['methods'])
+            get, head = m.pop('GET', 0), m.pop('HEAD', 0)
+            lines.append(f'| {r["label"]} | {get} | {head} | {sum(m.values())} | {r["waves"]} | '
+                         f'{r["fetched"] / MIB:.2f} | {r["used"] / MIB:.3f} | {r["cold_s"]:.2f} | '
+                         f'{r["warm_s"]:.3f} | {r["open_requests"]} |')
+        print('\n'.join(lines))
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump(dict(results=results, args=vars(args)), f, indent=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.s3:
+        return main_s3(args)
     rng = np.random.default_rng(0)
     work = tempfile.mkdtemp(prefix='mmgrasp-remote-bench-')
     latency, bandwidth = args.latency_ms / 1e3, args.bandwidth_mib * MIB
@@ -427,14 +529,16 @@ def main(argv=None) -> None:
 
 def report(results: List[dict], args, batch: dict, used: int, goal: float, rate: float) -> str:
     distinct = len({(o, r) for o, r in zip(batch['owner'], batch['rows'])})
-    lines = [f'{FRAMES} frames × {OBJECTS_PER_FRAME} objects, {len(batch["owner"])} seeds on '
-             f'{distinct} distinct matched rows, grid {GRID}, store of {batch["store_files"]} '
+    lines = [f'{batch["frames"]} frames × {OBJECTS_PER_FRAME} objects, '
+             f'{len(batch["owner"])} seeds on {distinct} distinct matched rows, grid {GRID}, '
+             f'store of {batch["store_files"]} '
              f'files, {batch["store_bytes"] / 1e9:.1f} GB; GSNet reads (stage one '
              f'{STAGE_ONE}, stage two {STAGE_TWO}): {used / 1e3:.0f} kB used per batch; '
              f'latency {args.latency_ms:g} ms per request, {args.bandwidth_mib:g} MiB/s cap, '
              f'{args.concurrency} requests in flight, {args.block_kib} KiB blocks. Goal: cold '
-             f'≤ 3 × latency + used bytes at the cap = {goal * 1e3:.0f} ms. This machine\'s server '
-             f'and client complete {rate:.0f} small requests/s (no latency, no cap): "CPU floor" '
+             f'≤ 3 × latency + used bytes at the cap = {goal * 1e3:.0f} ms. This machine\'s '
+             f'server and client complete {rate:.0f} small requests/s (no latency, no cap): '
+             f'"CPU floor" '
              f'= requests / that rate. "Link model" = per wave, max(rounds of '
              f'{args.concurrency} requests × latency, latency + bytes / cap).', '',
              '| read | requests | waves | fetched (MiB) | fetched / used | cold batch (s) | '

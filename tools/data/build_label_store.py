@@ -6,16 +6,20 @@ conversion out of the first iteration (and out of every worker that would wait o
 
 Usage:
     python tools/data/build_label_store.py DATA_ROOT [--cache DIR] [--tolerance-dir DIR] [--force]
-        [--upload URL]
+        [--upload URL [--storage-option KEY=VALUE ...]]
 
 Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
 built. ``--cache`` defaults to ``$MMGRASP_CACHE`` (else ``~/.cache/mmgrasp``).
 
 ``--upload URL`` then publishes the store for training elsewhere (``SampleGraspLabels(
-store_url=URL)``): to any protocol fsspec can write (``s3://``, ``gs://``, ``file://`` of a
-shared file system, ...), as ``URL/<version>/`` — every file, then its manifest, then
-``URL/CURRENT`` — so a half-uploaded store is never used, and jobs reading an older version
-keep it.
+store_url=URL)``): to an object store obstore writes (``s3://``, ``gs://``, ``az://``) or
+``file://`` of a shared file system, as ``URL/<version>/`` — every file, then its manifest (with
+each file's ETag), then ``URL/CURRENT`` — so a half-uploaded store is never used, and jobs
+reading an older version keep it. ``--storage-option KEY=VALUE`` (repeatable) sets the store's
+non-secret configuration (``endpoint=http://…``, ``region=…``, ``virtual_hosted_style_request=
+true``), the ``storage_options`` a training passes in ``SampleGraspLabels(remote=...)``;
+credentials come from the environment or the library's credential chain only (``AWS_*`` …), and
+a secret-looking key is refused.
 """
 import argparse
 import os
@@ -29,6 +33,7 @@ from mmgrasp.storage.derived_assets import current_version
 from mmgrasp.storage.labels.store import (MANIFEST, LabelStoreError, build_label_store,
                                           open_label_store, store_path_for)
 from mmgrasp.storage import publish_store
+from mmgrasp.storage.secrets import secret_paths
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -42,8 +47,28 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help='folder of %%03d_tolerance.npy files (default DATA_ROOT/tolerance)')
     p.add_argument('--force', action='store_true', help='rebuild even when the store is current')
     p.add_argument('--upload', metavar='URL', default=None,
-                   help='publish the store at this URL (any fsspec protocol that can write)')
+                   help='publish the store at this URL (s3://, gs://, az://, file://)')
+    p.add_argument('--storage-option', metavar='KEY=VALUE', action='append', default=[],
+                   help='a non-secret option of the object store (endpoint, region, ...); '
+                        'repeatable; credentials come from the environment')
     return p.parse_args(argv)
+
+
+def storage_options(pairs: List[str]) -> dict:
+    """``['endpoint=http://h:9000']`` -> ``{'endpoint': 'http://h:9000'}``; refuses a pair
+    without ``=`` and a secret-looking key (it would sit in shell history and job logs)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition('=')
+        if not sep or not key:
+            raise ValueError(f'--storage-option {pair!r}: expected KEY=VALUE')
+        options[key.strip()] = value
+    secret = secret_paths(dict(storage_options=options))
+    if secret:
+        raise ValueError(f'--storage-option {", ".join(s.split(".", 1)[1] for s in secret)} looks '
+                         f'like a credential; credentials come from the environment (AWS_*, '
+                         f'GOOGLE_*, AZURE_*) or the library\'s credential chain')
+    return options
 
 
 def human_size(nbytes: int) -> str:
@@ -100,6 +125,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         t0 = time.perf_counter()
         try:
             target = publish_store(store.path, args.upload,
+                                   storage_options(args.storage_option),
                                    progress=lambda line: print(f'upload: {line}', flush=True))
         except (OSError, ImportError, ValueError) as exc:
             sys.exit(f'build_label_store: error: upload to {args.upload} failed: {exc}')

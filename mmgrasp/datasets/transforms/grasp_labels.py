@@ -59,11 +59,11 @@ class SampleGraspLabels(BaseTransform):
             remote store's block cache and local mirror.
         tolerance_dir: where ``%03d_tolerance.npy`` live (default ``<root>/tolerance``).
         store_url: read the label store published at this URL (``s3://``, ``gs://``,
-            ``http(s)://``, ``file://``, any fsspec protocol) instead of building one from the
-            dataset root; deferred grids only (loader workers never touch the network).
+            ``az://``, ``http(s)://``, ``file://``; read through obstore) instead of building
+            one from the dataset root; deferred grids only (loader workers never touch the network).
         remote: how the remote store is read: :class:`mmgrasp.storage.RemoteOptions` fields
             (gap, block_size, cache_bytes, concurrency, read_ahead, timeout, retries, ...) and
-            ``storage_options`` of the fsspec file system.
+            ``storage_options``: the object store's configuration keys (endpoint, region, ...).
 
     Required Keys:
         - seg (N,) int64, 0 background, k = object id + 1

@@ -395,10 +395,11 @@ def open_remote_label_store(url: str, cache_dir: Optional[str] = None,
     worker the store opens from that mirror alone and never touches the network.
 
     Args:
-        url: the published root (or one version folder of it), any fsspec protocol or http(s).
+        url: the published root (or one version folder of it): s3://, gs://, az://, http(s)://,
+            file://.
         cache_dir: where the block cache and the mirror live (default ``$MMGRASP_CACHE``).
         options: :class:`~mmgrasp.storage.RemoteOptions` fields, and ``storage_options`` for
-            the fsspec file system (endpoint, region; never credentials: these come from the
+            the object store (endpoint, region; never credentials: these come from the
             environment or the library's own configuration, see :mod:`mmgrasp.storage.secrets`).
     """
     from torch.utils.data import get_worker_info  # torch only where a remote store opens

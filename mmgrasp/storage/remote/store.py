@@ -17,11 +17,18 @@ radii and μ value tables — are copied once, at open, into a local mirror besi
 (:meth:`RemoteStore.local_copy`);
 a forked worker that would fetch raises instead (:class:`RemoteStoreError`).
 
-Faults: a failing range is retried with exponential backoff when that can help (connection
-reset, timeout, 5xx, short read); a file whose size or version tag (ETag, mtime) moves is never
-read further (:class:`~.remote_source.RemoteFileChanged`, its cached blocks dropped); every error
-names the URL and the byte range. A block reaches the cache only from an answer that passed
-every check.
+Versions: publishing records every file's ETag in the manifest (with the URL it was published
+to); read at that URL, every range is asked ``If-Match`` that ETag, so a replacement — of the
+same size, before the first read, after any listing — is refused by the server (412) or caught
+in the answer (:class:`~.sources.RemoteFileChanged`, the file's cached blocks dropped). A store
+read at another URL (published to ``file://``, served over HTTP) pins each file's version with
+its first answer instead.
+
+Faults: retries and timeouts are obstore's alone (:mod:`.sources`), so each request ends within
+:func:`~.sources.read_bound`; the first range of a read that fails cancels the ranges still
+queued and the read raises at once, naming the URL and the byte range. A block reaches the
+cache only from an answer that passed every check, so what is cached stays true whatever
+failed.
 """
 import contextlib
 import hashlib
@@ -30,14 +37,14 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .block_cache import BlockCache, file_key, temp_name
-from .sources import RemoteFileChanged, RemoteReadError, is_url, join_url, open_source
+from .sources import RemoteFileChanged, RemoteNotFound, is_url, join_url, open_source
 
 MANIFEST = 'manifest.json'
 CURRENT = 'CURRENT'
@@ -53,6 +60,7 @@ class RemoteStoreError(RuntimeError):
 # folders and files (the cache folder, the mirror), so only plain names pass — no absolute path,
 # no '.' or '..', no separator other than '/' between a key's parts.
 _NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._-]{0,127}')
+_ETAG = re.compile(r'[\x20-\x7e]{0,256}')  # sent as If-Match: no line break, no control byte
 
 
 def check_name(name, what: str, where: str) -> str:
@@ -80,6 +88,10 @@ def check_manifest(manifest, where: str) -> None:
                 isinstance(entry.get(k), int) and entry[k] >= 0 for k in ('size', 'offset')):
             raise RemoteStoreError(f'{where}: file {rel!r} has no non-negative integer size and '
                                    f'offset ({entry!r})')
+        if not isinstance(entry.get('etag', ''), str) or _ETAG.fullmatch(entry.get('etag', '')) \
+                is None:
+            raise RemoteStoreError(f'{where}: file {rel!r} has an ETag that is not a short '
+                                   f'printable string ({entry["etag"]!r}); it is sent as a header')
 
 
 @dataclass(frozen=True)
@@ -93,9 +105,11 @@ class RemoteOptions:
         concurrency: range requests in flight at once.
         read_ahead: also fetch every file touched, whole, in the background, while the files
             read ahead so far fit in half the budget.
-        timeout: seconds without an answer before a request counts as failed.
-        retries: further attempts of a failing request that may succeed when retried.
-        backoff: seconds before the first retry; doubled for every next one.
+        timeout: seconds one attempt of a request (connect, answer and body) may take.
+        retries: further attempts of a request that failed in a way retrying may help (5xx,
+            connection error, timeout) — obstore's retries, the only ones.
+        backoff: seconds before the first retry; doubled for every next one. A read ends within
+            timeout × (1 + retries) plus these backoffs (:func:`~.sources.read_bound`).
         max_request_bytes: longest single range request (longer ranges are split).
         link_latency: seconds of one round trip to the store, and
         link_bandwidth: its bytes per second: with both given, every read chooses its own gap
@@ -142,7 +156,6 @@ class ReadStats:
     bytes_fetched: int = 0
     bytes_used: int = 0
     blocks_from_cache: int = 0
-    retries: int = 0
     read_calls: int = 0
     waves: int = 0  # read calls that fetched: each sends all its ranges, then waits for them
 
@@ -193,8 +206,12 @@ class RemoteStore:
                 raise RemoteStoreError(f'{url} is not a file of remote label store {self.url} '
                                        f'(its manifest lists no {rel})')
             key = file_key(url, self._store_id, entry['size'])
-            self._files[url] = f = _File(url, entry['size'], entry['offset'], key,
-                                         self.cache.version_tag(key))
+            tag = self.cache.version_tag(key)
+            if self.manifest.get('published_url') == self.url and entry.get('etag'):
+                if tag is not None and tag != entry['etag']:
+                    self.cache.discard_file(key)  # blocks of a version the manifest does not name
+                tag = entry['etag']
+            self._files[url] = f = _File(url, entry['size'], entry['offset'], key, tag)
             return f
 
     def _check_process(self, what: str) -> None:
@@ -218,9 +235,7 @@ class RemoteStore:
         todo = [rel for rel, entry in sorted(self.manifest['files'].items())
                 if rel.rsplit('/', 1)[-1] in _MIRRORED
                 and not _has_size(os.path.join(self.mirror, rel), entry['size'])]
-        jobs = [self._pool_submit(self._fetch_whole, rel) for rel in todo]
-        for job in jobs:
-            job.result()
+        _finish([self._pool_submit(self._fetch_whole, rel) for rel in todo])
         path = os.path.join(self.mirror, MANIFEST)
         _write_atomic(path, json.dumps(self.manifest, indent=1).encode())
 
@@ -237,25 +252,13 @@ class RemoteStore:
                                                 thread_name_prefix='mmgrasp-remote')
         return self._pool.submit(fn, *args)
 
-    def _fetch(self, f: _File, start: int, stop: int) -> bytes:
-        """Bytes [start, stop) of ``f``, retried with backoff where that can help."""
-        opts = self.options
-        for attempt in range(opts.retries + 1):
-            try:
-                fetched = self.source.read(f.url, start, stop, f.size, f.tag)
-                break
-            except RemoteFileChanged:
-                self.cache.discard_file(f.key)
-                raise
-            except RemoteReadError as exc:
-                if not exc.retryable or attempt == opts.retries:
-                    if attempt:
-                        raise RemoteReadError(f.url, start, stop, f'{exc.reason} (gave up after '
-                                              f'{attempt + 1} attempts)') from exc
-                    raise
-                with self._lock:
-                    self.stats.retries += 1
-                time.sleep(opts.backoff * 2 ** attempt)
+    def _fetch(self, f: _File, start: int, stop: int):
+        """Bytes [start, stop) of ``f``: one request (the library retries it)."""
+        try:
+            fetched = self.source.read(f.url, start, stop, f.size, f.tag)
+        except RemoteFileChanged:
+            self.cache.discard_file(f.key)
+            raise
         with self._lock:
             self.stats.requests += 1
             self.stats.bytes_fetched += stop - start
@@ -348,9 +351,7 @@ class RemoteStore:
             gap = self._read_gap([blocks for _, blocks in missing.values()])
             jobs = [self._pool_submit(self._fetch_blocks, f, first, stop)
                     for f, blocks in missing.values() for first, stop in self._ranges(blocks, gap)]
-            wait(jobs)
-            for job in jobs:  # raises the first failure (URL and range)
-                job.result()
+            _finish(jobs)
             for plan, out_bytes in plans:
                 plan.extract(out_bytes)
         with self._lock:
@@ -438,6 +439,17 @@ class _FilePlan:
         np.take(table.reshape(-1, rb), self.keys, axis=0, out=out_bytes[start:stop])
 
 
+def _finish(jobs: List) -> None:
+    """Wait for every job; at the first failure cancel the ones not started and raise it (the
+    ones in flight end within their own bound and only ever store checked blocks)."""
+    done, pending = wait(jobs, return_when=FIRST_EXCEPTION)
+    failed = [job for job in done if job.exception() is not None]
+    if failed:
+        for job in pending:
+            job.cancel()
+        failed[0].result()
+
+
 def _has_size(path: str, size: int) -> bool:
     try:
         return os.path.getsize(path) == size
@@ -458,25 +470,13 @@ _opened: Dict[Tuple[str, str], RemoteStore] = {}
 _opened_lock = threading.Lock()
 
 
-def _with_retries(fn, options: RemoteOptions):
-    for attempt in range(options.retries + 1):
-        try:
-            return fn()
-        except RemoteReadError as exc:
-            if not exc.retryable or attempt == options.retries:
-                raise
-            time.sleep(options.backoff * 2 ** attempt)
-
-
-def resolve_version(url: str, source, options: RemoteOptions) -> str:
+def resolve_version(url: str, source) -> str:
     """The version folder a published root points at (``CURRENT``), or ``url`` itself when it
-    is a version folder."""
+    is a version folder (it has no ``CURRENT``)."""
     url = url.rstrip('/')
     try:
-        name = _with_retries(lambda: source.read_whole(join_url(url, CURRENT)), options)
-    except RemoteReadError as exc:
-        if exc.retryable:
-            raise
+        name = source.read_whole(join_url(url, CURRENT))
+    except RemoteNotFound:
         return url
     return join_url(url, check_name(name.decode(errors='replace').strip(), 'version',
                                     join_url(url, CURRENT)))
@@ -515,17 +515,15 @@ def open_remote_store(url: str, cache_dir: str, options: Optional[dict] = None,
         with _opened_lock:
             _opened[(store.url, os.path.abspath(cache_dir))] = store
         return store
-    source = open_source(url, timeout=opts.timeout, storage_options=storage_options)
-    version = resolve_version(url, source, opts)
+    source = open_source(url, opts.timeout, opts.retries, opts.backoff, storage_options)
+    version = resolve_version(url, source)
     key = (version, os.path.abspath(cache_dir))
     with _opened_lock:
         if key in _opened and _opened[key].options == opts:
             return _opened[key]
     try:
-        raw = _with_retries(lambda: source.read_whole(join_url(version, MANIFEST)), opts)
-    except RemoteReadError as exc:
-        if exc.retryable:
-            raise
+        raw = source.read_whole(join_url(version, MANIFEST))
+    except RemoteNotFound as exc:
         raise RemoteStoreError(f'{join_url(version, MANIFEST)}: {exc.reason}; {url} is not a '
                                f'published label store, or its upload has not finished (the '
                                f'manifest is written last)') from exc
@@ -592,9 +590,12 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def publish_store(version_dir: str, url: str, storage_options: Optional[dict] = None,
                   progress=None) -> str:
     """Upload a built store version to ``url``/<version name>/ — every file, then its manifest
-    (with each file's size and ``.npy`` geometry), then ``url``/CURRENT — so a reader never
-    sees a version whose upload has not finished. Returns the version's URL."""
-    source = open_source(url, storage_options=storage_options)
+    (with each file's size, ``.npy`` geometry and the ETag the store gave it, and the URL it was
+    published to), then ``url``/CURRENT — so a reader never sees a version whose upload has not
+    finished (timeouts and retries: :class:`RemoteOptions`' defaults). Returns the version's
+    URL."""
+    opts = RemoteOptions()
+    source = open_source(url, opts.timeout, opts.retries, opts.backoff, storage_options)
     name = os.path.basename(version_dir.rstrip('/'))
     target = join_url(url, name)
     with open(os.path.join(version_dir, MANIFEST)) as f:
@@ -609,10 +610,10 @@ def publish_store(version_dir: str, url: str, storage_options: Optional[dict] = 
             files[rel] = describe_npy(path)
     t0 = time.time()
     for i, rel in enumerate(sorted(files)):
-        source.write(join_url(target, rel), os.path.join(version_dir, rel))
+        files[rel]['etag'] = source.write(join_url(target, rel), os.path.join(version_dir, rel))
         if progress is not None:
             progress(f'uploaded {rel} ({i + 1}/{len(files)}, {time.time() - t0:.1f}s)')
-    manifest = dict(manifest, files=files, store_id=name)
-    source.write_bytes(join_url(target, MANIFEST), json.dumps(manifest, indent=1).encode())
-    source.write_bytes(join_url(url, CURRENT), f'{name}\n'.encode())
+    manifest = dict(manifest, files=files, store_id=name, published_url=target)
+    source.write(join_url(target, MANIFEST), json.dumps(manifest, indent=1).encode())
+    source.write(join_url(url, CURRENT), f'{name}\n'.encode())
     return target

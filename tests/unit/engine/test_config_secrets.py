@@ -65,7 +65,8 @@ def test_checkpoint_and_dumped_config_hold_no_secret(tmp_path):
             _assert_no_secret(f.read(), path)
 
 
-@pytest.mark.parametrize('name', ['secret', 'key', 'password'])
+@pytest.mark.parametrize('name', ['secret', 'key', 'password', 'aws_secret_access_key',
+                                  'aws_session_token', 'azure_storage_sas_key'])
 def test_remote_store_refuses_credentials_in_its_options(tmp_path, name):
     options = dict(storage_options={name: 'x', 'endpoint_url': 'http://127.0.0.1:9'})
     with pytest.raises(LabelStoreError, match=f'storage_options.{name} looks like a credential'

@@ -32,9 +32,10 @@ def logged_blocks(store, key):
     return sorted(set(raw[:len(raw) // 2 * 2].reshape(-1, 2)[:, 0].tolist()))
 
 
-def cached_blocks_are_true(store, served_folder):
-    """Every block the cache lists equals the bytes of the file now served at that offset;
-    returns how many there are."""
+def cached_blocks_are_true(store, served):
+    """Every block the cache lists equals the bytes of the file now served at that offset
+    (``served``: the published folder, or a conftest ``Published``); returns how many there
+    are."""
     folder, bs = store.cache.folder, store.options.block_size
     checked = 0
     for name in os.listdir(folder):
@@ -46,8 +47,11 @@ def cached_blocks_are_true(store, served_folder):
         with open(os.path.join(folder, name)) as f:
             url = f.read().split('\n')[0]
         rel = url[len(store.url) + 1:]
-        with open(os.path.join(served_folder, store.url.rsplit('/', 1)[1], rel), 'rb') as f:
-            truth = f.read()
+        if isinstance(served, str):
+            with open(os.path.join(served, store.url.rsplit('/', 1)[1], rel), 'rb') as f:
+                truth = f.read()
+        else:
+            truth = served.truth(rel)
         with open(os.path.join(folder, key + '.data'), 'rb') as f:
             data = f.read()
         for index in logged_blocks(store, key):

@@ -69,3 +69,16 @@ def test_untampered_store_opens(served, tmp_path):
     server, published, _ = served
     store = open_remote_store(server.url, str(tmp_path / 'cache'))
     assert os.path.isfile(store.local_copy(f'{store.url}/objects/000/points.npy'))
+
+
+def test_an_etag_that_would_inject_a_header_is_refused(served, tmp_path):
+    _, published, _ = served
+    path = os.path.join(published, 'store-0123abcd', 'manifest.json')
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest['files']['objects/000/points.npy']['etag'] = '"x"\r\nAuthorization: evil'
+    with open(path, 'w') as f:
+        json.dump(manifest, f)
+    with pytest.raises(RemoteStoreError, match=r"objects/000/points.npy' has an ETag that is not "
+                                               r"a short printable string"):
+        open_remote_store(f'file://{published}', str(tmp_path / 'cache'))
