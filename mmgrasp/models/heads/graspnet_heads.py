@@ -169,6 +169,18 @@ class MultiScaleCloudCrop(nn.Module):
         self.gate = nn.Sequential(nn.Conv1d(in_channels, in_channels, 1), nn.Sigmoid())
         self.out_channels = channels[-1]
 
+    @staticmethod
+    def group(centres: Tensor, points: Tensor, rotations: Tensor, idx: Tensor) -> Tensor:
+        """(R, B, 3, Ns, D, k) crop offsets in the gripper frames of every radius's crops
+        ``idx`` (R, D, B, Ns, k): :meth:`DepthCloudCrop.group` of all radii in one gather and
+        one rotation, with the same arithmetic per offset."""
+        R, D, B, Ns, k = idx.shape
+        flat = idx.permute(2, 0, 3, 1, 4).reshape(B, R * Ns * D * k)
+        offsets = group_points(points.transpose(1, 2).contiguous(), flat).view(
+            B, 3, R, Ns, D * k) - centres.transpose(1, 2)[:, :, None, :, None]
+        local = torch.einsum('birns,bnij->rbjns', offsets, rotations)  # Rᵀ(q − c)
+        return local.contiguous().view(R, B, 3, Ns, D, k)
+
     def forward(self, centres: Tensor, points: Tensor, rotations: Tensor,
                 seed_features: Optional[Tensor] = None) -> Tensor:
         if seed_features is None:
@@ -176,8 +188,8 @@ class MultiScaleCloudCrop(nn.Module):
         first = self.crops[0]
         idx = cylinder_queries(points, centres, rotations, [c.radius for c in self.crops],
                                first.hmin, first.hmax, first.nsample)
-        crops = torch.cat([crop.embed(crop.group(centres, points, rotations, i))
-                           for crop, i in zip(self.crops, idx)], dim=1)
+        crops = torch.cat([crop.embed(local) for crop, local in
+                           zip(self.crops, self.group(centres, points, rotations, idx))], dim=1)
         B, C, Ns, D = crops.shape
         fused = self.fuse(crops.view(B, C, Ns * D)).view(B, -1, Ns, D)
         gated = self.gate(seed_features) * seed_features

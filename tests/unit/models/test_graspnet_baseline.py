@@ -19,7 +19,7 @@ from mmgrasp.engine.hooks.scale_statistic_hook import ScaleStatisticHook, scale_
 from mmgrasp.models.assigners import ScaleBalancedAssigner, compute_scale_statistic
 from mmgrasp.models.assigners.scale_statistic import statistic_path
 from mmgrasp.models.detectors.graspnet_baseline import GraspNetBaseline, ScaleBalancedGrasp
-from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop
+from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop, MultiScaleCloudCrop
 from mmgrasp.models.layers.point_ops import cylinder_query, cylinder_queries
 from mmgrasp.models.losses.graspnet_loss import GraspNetBaselineLoss, ScaleBalancedGraspLoss
 from mmgrasp.registry import MODELS
@@ -157,6 +157,38 @@ def test_crop_heights_follow_depths_and_points_lie_in_cylinders():
         # the centres are scene points: no crop is empty, every sample is inside
         inside = (x[0] > -0.02) & (x[0] < hmax) & (x[1] ** 2 + x[2] ** 2 < 0.03 ** 2)
         assert inside.all()
+
+
+def test_multi_scale_grouping_of_all_radii_equals_each_crop_grouping():
+    """SBG groups the crops of every radius in one gather and one rotation: bit for bit what
+    each radius's own DepthCloudCrop.group gives, and the whole crop (forward and gradients)
+    equals the per-radius loop."""
+    g = torch.Generator().manual_seed(5)
+    points = torch.rand(2, 700, 3, generator=g) * 0.15
+    centres = torch.cat([points[:, :20], torch.rand(2, 5, 3, generator=g)], 1)  # some empty
+    rotations = torch.linalg.qr(torch.randn(2, 25, 3, 3, generator=g)).Q
+    torch.manual_seed(0)
+    msc = MultiScaleCloudCrop(in_channels=8, radius=0.06, nsample=16, channels=(4, 8))
+    idx = cylinder_queries(points, centres, rotations, [c.radius for c in msc.crops],
+                           msc.crops[0].hmin, msc.crops[0].hmax, 16)
+    batched = msc.group(centres, points, rotations, idx)
+    assert batched.shape == (4, 2, 3, 25, 4, 16)
+    for r, crop in enumerate(msc.crops):
+        assert torch.equal(batched[r], crop.group(centres, points, rotations, idx[r]))
+    seed_features = torch.randn(2, 8, 25, generator=g, requires_grad=True)
+    out = msc(centres, points, rotations, seed_features)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in msc.parameters()]
+    msc.zero_grad()
+    seed_features.grad = None
+    loop = torch.cat([crop.embed(crop.group(centres, points, rotations, i))
+                      for crop, i in zip(msc.crops, idx)], dim=1)
+    B, C, Ns, D = loop.shape
+    expected = msc.fuse(loop.view(B, C, Ns * D)).view(B, -1, Ns, D) + \
+        (msc.gate(seed_features) * seed_features)[..., None]
+    assert torch.equal(out, expected)
+    expected.square().sum().backward()
+    assert all(torch.equal(p.grad, e) for p, e in zip(msc.parameters(), grads))
 
 
 def test_cylinder_queries_match_a_numpy_query_per_radius_and_height():
