@@ -4,9 +4,11 @@ What label matching computes in GSNet, GraspNet-baseline and Scale-Balanced-Gras
 (``process_grasp_labels`` + ``match_grasp_view_and_label``), with grids read only through
 :func:`gather_grids` — so dense and deferred labels give identical targets.
 """
+import functools
 from dataclasses import replace
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -17,6 +19,32 @@ from mmgrasp.structures.grasp_labels import (gather_grids, gather_view_cells,
 from mmgrasp.structures.label_batch import GraspLabelBatch
 from mmgrasp.structures.matched_labels import MatchedLabels
 from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
+
+
+def log_ratio_decreasing(tables: np.ndarray) -> bool:
+    """Whether ln(u / μ), as a device computes it in float32, is strictly decreasing over the
+    positive μ ≤ u of the batch's objects (``tables``: their μ values, on the host) for every
+    u among them — u_max, the batch's largest valid μ, is one of them or 0 — so that a slot's
+    largest label is that of its min μ and only cells holding that μ attain it.
+
+    Decided on the host, where the tables are, without reading u_max from the device: the
+    float32 ratio u / μ is correctly rounded on every device, and float32 logs within 2 ulp
+    of the true log of that ratio (CUDA's and torch's CPU log are within 1) are strictly
+    ordered wherever the true logs of neighbouring values lie more than 2 ulp apart on each
+    side. Cached per set of values (a store has a few).
+    """
+    values = np.unique(tables[tables > 0]).astype(np.float32)
+    return _log_ratio_decreasing(values.tobytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _log_ratio_decreasing(values: bytes) -> bool:
+    mu = np.frombuffer(values, dtype=np.float32)  # sorted, distinct, positive
+    logs = np.log((mu[:, None] / mu[None, :]).astype(np.float64))  # [u, μ]
+    ulp = np.spacing(np.abs(logs).astype(np.float32)).astype(np.float64)
+    gap = logs[:, :-1] - logs[:, 1:]  # next larger μ: a smaller ln(u / μ)
+    considered = mu[None, 1:] <= mu[:, None]  # both μ ≤ u
+    return bool(np.all(~considered | (gap > 2 * (ulp[:, :-1] + ulp[:, 1:]))))
 
 
 @TASK_UTILS.register_module()
@@ -166,9 +194,9 @@ class NearestLabelAssigner:
           the width of its first cell holding its min μ (cell (0, 0) of slot 0 when every label
           is 0, as the grid's argmax).
 
-        None (the caller computes on grids) when the log ratio is not strictly decreasing over
-        the batch's μ values, the one assumption of the above (never seen: torch's log is
-        monotone on these inputs).
+        None (the caller computes on grids) when the log ratio may not be strictly decreasing
+        over the batch's μ values, the one assumption of the above (never seen: the μ values
+        are far apart), decided on the host from the objects' value tables.
         """
         B, Ns, V = matched.view_index.shape
         A, D = labels.objects[0].deferred.grid[1:]
@@ -191,7 +219,7 @@ class NearestLabelAssigner:
             zero = matched.slot_rot.new_zeros(())
             u_max = torch.where(valid, summary['view_max_mu'], zero).max()
             low = torch.where(valid, summary[min_mu], zero)
-            if not self._log_ratio_decreasing(tables, u_max):
+            if not log_ratio_decreasing(tables):
                 return None
             matched.score_max = u_max
             matched.view_labels = self._log_ratio(low, low > 0, u_max)
@@ -201,16 +229,6 @@ class NearestLabelAssigner:
                 matched.best_width = torch.where(matched.view_labels.amax(dim=2) > 0, best,
                                                  summary['first_cell_width'])
         return matched
-
-    @staticmethod
-    def _log_ratio_decreasing(tables: Tensor, u_max: Tensor) -> bool:
-        """ln(u_max / μ) strictly decreasing over the positive μ ≤ u_max of the batch's
-        objects (``tables``, their μ values), so that a slot's largest label is that of its
-        min μ and only cells holding that μ attain it."""
-        values = torch.unique(tables)
-        values = values[(values > 0) & (values <= u_max)]
-        logs = torch.log(u_max / values)
-        return bool((logs[1:] < logs[:-1]).all())
 
     def _reindexed(self, labels: GraspLabelBatch, name: str, owner: Tensor, rows: Tensor,
                    view_index: Tensor) -> Optional[Tensor]:

@@ -65,8 +65,10 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
                                   for b, f in enumerate(frames)]) if objects else \
             torch.zeros(0, dtype=torch.int64)
         object_ids = torch.tensor([o.object_id for o in objects], dtype=torch.int64)
-        num_points = int(counts.sum())
-        point_object = torch.repeat_interleave(torch.arange(len(objects)), counts)
+        # sizes known on the host: no read of a tensor (a sync on the counted path)
+        num_points = sum(o.num_points for o in objects)
+        point_object = torch.repeat_interleave(torch.arange(len(objects)), counts,
+                                               output_size=num_points)
         starts = torch.cumsum(counts, 0) - counts
         point_row = torch.arange(num_points) - starts[point_object]
         floats = torch.cat([torch.cat([o.points for o in objects]).reshape(-1) if objects

@@ -47,8 +47,15 @@ class GraspDetector(BaseModel):
         ``ModelFreeCollisionDetector.detect``), as ``test_cfg`` says; per-grasp fields
         (``pred_objectness``) are filtered alike."""
         cfg = self.test_cfg
-        if cfg['collision_thresh'] <= 0:
+        if cfg['collision_thresh'] <= 0 or not results:
             return results
+        # one host read of every frame's grasps (and of the input clouds), not one per frame;
+        # the kept rows go back as indices (a boolean mask would cost a nonzero per frame)
+        grasps = [sample.pred_grasps for sample in results]
+        host_grasps = np.split(torch.cat(grasps).detach().cpu().numpy(),
+                               np.cumsum([len(g) for g in grasps])[:-1])
+        clouds = (inputs['points'].detach().cpu().numpy()
+                  if cfg['collision_cloud'] == 'input' else None)
         for b, sample in enumerate(results):
             if cfg['collision_cloud'] == 'masked':
                 if 'masked_cloud' not in sample:
@@ -58,13 +65,12 @@ class GraspDetector(BaseModel):
                                    "collision_cloud='input'")
                 cloud = np.asarray(sample.masked_cloud)
             else:
-                cloud = inputs['points'][b].detach().cpu().numpy()
-            grasps = sample.pred_grasps
+                cloud = clouds[b]
             detector = ModelFreeCollisionDetector(cloud, cfg['collision_voxel_size'])
-            collided = detector.detect(grasps.detach().cpu().numpy(), cfg['approach_dist'],
+            collided = detector.detect(host_grasps[b], cfg['approach_dist'],
                                        cfg['collision_thresh'])
-            keep = torch.from_numpy(~collided).to(grasps.device)
-            sample.pred_grasps = grasps[keep]
+            keep = torch.from_numpy(np.flatnonzero(~collided)).to(grasps[b].device)
+            sample.pred_grasps = grasps[b][keep]
             if 'pred_objectness' in sample:
                 sample.pred_objectness = sample.pred_objectness[keep]
         return results

@@ -5,6 +5,7 @@ import inspect
 import math
 from typing import Dict, List, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -192,11 +193,13 @@ class GraspNetBaseline(GraspDetector):
         angle = angle_class.float() * math.pi / A
         rotation = approach_to_matrix(self.approach.approaches(top_view), angle)
         grasps = self.grasp_rows(score, width, depth, rotation, seeds)
-        on_object = stage['objectness'].argmax(dim=1) == 1
+        if self.objectness_filter:  # one host read; rows kept by index (a mask: nonzero each)
+            on_object = (stage['objectness'].argmax(dim=1) == 1).cpu().numpy()
+            kept = [torch.from_numpy(np.flatnonzero(m)).to(seeds.device) for m in on_object]
         results = []
         for b, sample in enumerate(data_samples or [GraspDataSample() for _ in range(B)]):
             sample = sample.clone()
-            keep = on_object[b] if self.objectness_filter else slice(None)
+            keep = kept[b] if self.objectness_filter else slice(None)
             sample.pred_grasps = grasps[b][keep].detach()
             sample.pred_objectness = object_prob[b][keep].detach()
             results.append(sample)

@@ -27,8 +27,9 @@ class GraspableHead(nn.Module):
 class ApproachHead(nn.Module):
     """View scores (B, Ns, V) of each seed and a residual feature added to the seed features.
 
-    The chosen view is drawn in training (``torch.multinomial`` on the per-seed min–max
-    normalised, detached scores, with the batch's generator) and the argmax at inference.
+    The chosen view is drawn in training (as ``torch.multinomial`` draws one sample, on the
+    per-seed min–max normalised, detached scores, with the batch's generator) and the argmax
+    at inference.
     """
 
     def __init__(self, in_channels: int = 512, num_views: int = 300):
@@ -52,7 +53,11 @@ class ApproachHead(nn.Module):
         weights = (scores - low) / (high - low + 1e-8)
         flat = weights.reshape(-1, weights.shape[-1])
         flat = torch.where(flat.sum(-1, keepdim=True) > 0, flat, torch.ones_like(flat))
-        return torch.multinomial(flat, 1, generator=generator).view(scores.shape[:2])
+        # torch.multinomial(flat, 1, generator=generator) draws exactly this (argmax of p / q,
+        # q ~ Exp(1): its one-sample path on every device) after checking p on the host (an
+        # item() on the CPU); p here is in [0, 1] with a positive sum by construction
+        q = torch.empty_like(flat).exponential_(1, generator=generator)
+        return (flat / q).argmax(dim=-1).view(scores.shape[:2])
 
     def view_rotations(self, top_view: Tensor) -> Tensor:
         """(B, Ns, 3, 3) gripper rotation approaching along the chosen template view."""

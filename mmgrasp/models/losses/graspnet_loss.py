@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.matched_labels import MatchedLabels
 from ..utils.grasp_geometry import GRASP_MAX_WIDTH
+from .gsnet_loss import mean_where
 
 GRASP_MAX_TOLERANCE = 0.05
 THRESH_BAD = 0.1
@@ -103,8 +104,7 @@ class GraspNetBaselineLoss:
         objectness = F.cross_entropy(objectness_logits, seed_objectness)
         on_object = seed_objectness > 0
         view = F.mse_loss(view_scores, matched.view_labels, reduction='none')
-        view_mask = on_object[..., None].expand_as(view)
-        view = view[view_mask].mean() if on_object.any() else view.sum() * 0
+        view = mean_where(view, on_object[..., None].expand_as(view))
         graspable = matched.top_scores.amax(dim=2) > THRESH_BAD  # label at the best angle
         loss_mask = (on_object[..., None] & graspable).float()
         terms = dict(objectness=objectness, view=view,

@@ -37,17 +37,18 @@ class GSNetLoss:
         objectness = F.cross_entropy(objectness_logits, objectness_label)
         on_object = objectness_label.bool()
         graspness = F.smooth_l1_loss(graspness_pred, graspness_label, reduction='none')
-        graspness = _masked_mean(graspness, on_object)
+        graspness = mean_where(graspness, on_object)
         view = F.smooth_l1_loss(view_scores, matched.view_graspness)
         score = F.smooth_l1_loss(score_pred, matched.top_scores)
         width = F.smooth_l1_loss(width_pred, matched.top_widths * 10, reduction='none')
         positive = matched.top_scores > 0
-        width = _masked_mean(width, positive)
+        width = mean_where(width, positive)
         terms = dict(objectness=objectness, graspness=graspness, view=view, score=score,
                      width=width)
         return {f'loss_{k}': self.weights[k] * v for k, v in terms.items()}
 
 
-def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
-    """Mean of ``values`` where ``mask``; 0 (with a zero gradient) on an empty mask."""
+def mean_where(values: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``values`` where ``mask``; 0 (with a zero gradient) on an empty mask. On the
+    device: no ``values[mask]`` (a nonzero, and another in its backward), no test of the mask."""
     return torch.where(mask, values, values.new_zeros(())).sum() / mask.sum().clamp(min=1)

@@ -21,7 +21,7 @@ from ..labels.maps import open_maps
 from ..labels.store import packed_row_bytes
 from ..labels.summaries import SUMMARY_DTYPES
 from . import common
-from .common import Transfer, expand, group_by_file, request_file_rows, unpack_bits
+from .common import Transfer, expand_small, group_by_file, request_file_rows, unpack_bits_torch
 
 if TYPE_CHECKING:
     from .grids import StoreGrids
@@ -77,7 +77,7 @@ def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str],
     ``view_count`` uint8, the μ summaries as float32 μ (+0.0 where a view has none), and
     ``view_best_width`` float32. With ``first_cell_widths`` also ``first_cell_width`` (K,): the
     width of cell (0, 0) at view ``views[k, 0]``; with μ summaries also ``value_tables``, every
-    μ value of the objects' tables (padded with +0.0)."""
+    μ value of the objects' tables (padded with +0.0), as a host numpy array."""
     unknown = set(names) - set(SUMMARY_DTYPES)
     if unknown:
         raise KeyError(f'unknown view summaries {sorted(unknown)}; expected {list(SUMMARY_DTYPES)}')
@@ -106,8 +106,8 @@ def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str],
         transfer.add('first_cell_index', np.int64, (K,))
 
     with common.borrow_buffer() as buffer:
-        host = buffer.acquire(transfer.nbytes)
-        staged = transfer.host_views(host)
+        host, raw = buffer.acquire(transfer.nbytes)
+        staged = transfer.host_views(raw)
         common.read_rows_many([(*plan[name], () if name == 'first_cell_width' else (V,),
                                 staged[name]) for name in plan])
         if names:
@@ -120,13 +120,13 @@ def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str],
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
         for name in names:
-            values = expand(data[name], data['summary_index'], data['views'])
+            values = expand_small(data[name], data['summary_index'], data['views'])
             out[name] = _decode(data, values) if name in CODED_SUMMARIES else values
         if first_cell_widths:
-            out['first_cell_width'] = expand(data['first_cell_width'],
+            out['first_cell_width'] = expand_small(data['first_cell_width'],
                                               data['first_cell_index'], None)
         if any(n in CODED_SUMMARIES for n in names):
-            out['value_tables'] = data['tables'].clone()
+            out['value_tables'] = staged['tables'].copy()  # host: no device read to check them
         return out
 
 
@@ -202,8 +202,8 @@ def gather_view_cells(readers: Sequence['StoreGrids'], names: Sequence[str], own
         transfer.add('collision_index', np.int64, (K,))
 
     with common.borrow_buffer() as buffer:
-        host = buffer.acquire(transfer.nbytes)
-        staged = transfer.host_views(host)
+        host, raw = buffer.acquire(transfer.nbytes)
+        staged = transfer.host_views(raw)
         reads = [(*plan[name], (A, D), staged[name]) for name in plan]
         if 'collision' in names:
             reads.append((c_files, c_file, c_key, (), staged['collision']))
@@ -222,7 +222,7 @@ def gather_view_cells(readers: Sequence['StoreGrids'], names: Sequence[str], own
         data = transfer.device_views(buffer.to_device(host, owner.device))
         out = {}
         for name in plan:
-            values = expand(data[name], data['cell_index'], None)
+            values = expand_small(data[name], data['cell_index'], None)
             if name == 'scores':
                 values = _decode(data, values)
             elif name == 'tolerance':
@@ -237,7 +237,7 @@ def gather_view_cells(readers: Sequence['StoreGrids'], names: Sequence[str], own
 def _window_bits(data: dict, cells: int, width: int) -> Tensor:
     """(K, cells) bool: each request's view bits out of its pair's collision bytes."""
     windows = data['collision'][data['byte_of_pair']]  # (P, W)
-    bits = unpack_bits(windows.contiguous(), 8 * width)
+    bits = unpack_bits_torch(windows.contiguous(), 8 * width)
     take = data['bit_shift'][:, None] + torch.arange(cells, device=bits.device)
     per_pair = torch.gather(bits, 1, take)
-    return expand(per_pair, data['collision_index'], None)
+    return expand_small(per_pair, data['collision_index'], None)

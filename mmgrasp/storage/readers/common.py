@@ -40,9 +40,13 @@ class ReadBuffer:
 
     def __init__(self):
         self._storage: Optional[Tensor] = None
+        self._array: Optional[np.ndarray] = None
         self._copy_done = None
 
-    def acquire(self, nbytes: int) -> Tensor:
+    def acquire(self, nbytes: int) -> Tuple[Tensor, np.ndarray]:
+        """The first ``nbytes`` of the buffer, as a tensor (for :meth:`to_device`) and as the
+        numpy array the rows are copied into (made once per allocation: a host read of a
+        tensor is a sync on the launch counter's count)."""
         if self._copy_done is not None:
             self._copy_done.synchronize()
             self._copy_done = None
@@ -50,7 +54,8 @@ class ReadBuffer:
             capacity = max(nbytes, 2 * self._storage.numel() if self._storage is not None else 0)
             self._storage = torch.empty(capacity, dtype=torch.uint8,
                                         pin_memory=torch.cuda.is_available())
-        return self._storage[:nbytes]
+            self._array = self._storage.numpy()
+        return self._storage[:nbytes], self._array[:nbytes]
 
     def to_device(self, host: Tensor, device: torch.device) -> Tensor:
         if device.type != 'cuda':
@@ -150,8 +155,7 @@ class Transfer:
         self._segments.append((key, dtype, shape, self.nbytes))
         self.nbytes += _aligned(int(np.prod(shape)) * dtype.itemsize)
 
-    def host_views(self, host: Tensor) -> dict:
-        raw = host.numpy()
+    def host_views(self, raw: np.ndarray) -> dict:
         return {key: raw[off:off + int(np.prod(shape)) * dt.itemsize].view(dt).reshape(shape)
                 for key, dt, shape, off in self._segments}
 
@@ -256,12 +260,20 @@ def group_by_file(paths: List[str], owner: np.ndarray, keys: np.ndarray):
 def expand(rows: Tensor, index: Tensor, views: Optional[Tensor]) -> Tensor:
     """rows[index] (or rows[index, views] for (K, W) views) into new memory, in request order.
 
-    On the CPU numpy does the copy: it allocates large outputs on huge pages, which torch's
-    allocator does not, and page faults would otherwise cost as much as the copy.
+    On the CPU numpy does the copy: it allocates large outputs (whole (V, A, D) rows per
+    request) on huge pages, which torch's allocator does not, and page faults would otherwise
+    cost as much as the copy. Small outputs take :func:`expand_small`.
     """
     if rows.device.type == 'cpu':
         array, index = rows.numpy(), index.numpy()
         if views is None:
             return torch.from_numpy(np.take(array, index, axis=0))
         return torch.from_numpy(array[index[:, None], views.numpy()])
+    return rows[index] if views is None else rows[index[:, None], views]
+
+
+def expand_small(rows: Tensor, index: Tensor, views: Optional[Tensor]) -> Tensor:
+    """:func:`expand` in torch on every device, for the matched-cell reads' small outputs
+    ((K, A, D) cells, (K, W) summaries): no tensor is handed to numpy, which the launch
+    counter would count as a host read."""
     return rows[index] if views is None else rows[index[:, None], views]

@@ -102,8 +102,8 @@ def gather_rows(readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows:
         transfer.add('views', np.int64, views_np.shape)
 
     with common.borrow_buffer() as buffer:  # until the rows are expanded into new memory
-        host = buffer.acquire(transfer.nbytes)
-        staged = transfer.host_views(host)
+        host, raw = buffer.acquire(transfer.nbytes)
+        staged = transfer.host_views(raw)
         common.read_rows_many([(*plan[key], staged[key]) for key in plan])
         if 'values' in plan:
             staged['values_index'][:] = inverse

@@ -95,6 +95,24 @@ def test_whole_row_path_of_deferred_labels_identical(batches, flags, monkeypatch
     _assert_identical(dense, rows, summaries=False)
 
 
+def test_refused_log_ratio_check_falls_back_to_the_grids(batches, monkeypatch):
+    """When the host check of the value tables refuses the summaries (neighbouring μ whose
+    ln(u_max / μ) a device might tie), BL's and SBG's targets come from the grids of the
+    matched rows instead: the same values as the dense labels, grid fields filled."""
+    from mmgrasp.models.assigners import nearest_label_assigner
+    statistic = dict(interval=[0.0, 0.05, 0.1], num=[1.0, 2.0])
+    make = (lambda: NearestLabelAssigner(num_views=NUM_VIEWS, all_view_widths=True,
+                                         with_tolerance=True, view_graspness=False,
+                                         gsnet_score_norm=False),
+            lambda: ScaleBalancedAssigner(scale_statistic=statistic, num_views=NUM_VIEWS))
+    dense = [_run(m(), *batches['dense']) for m in make]
+    monkeypatch.setattr(nearest_label_assigner, 'log_ratio_decreasing', lambda tables: False)
+    for want, m in zip(dense, make):
+        got = _run(m(), *batches['deferred'])
+        assert got.score_labels is not None
+        _assert_identical(want, got, summaries=False)
+
+
 @pytest.mark.parametrize('option', OPTIONS)
 def test_every_option_changes_the_output(batches, option):
     base = dict(all_view_widths=False, with_tolerance=False, view_graspness=False,

@@ -191,13 +191,14 @@ MUTANTS = {
         'matched.top_widths'),
     'GSNet graspness loss over every point': source_mutant(
         'mmgrasp.models.losses.gsnet_loss:GSNetLoss.__call__',
-        'graspness = _masked_mean(graspness, on_object)', 'graspness = graspness.mean()'),
+        'graspness = mean_where(graspness, on_object)', 'graspness = graspness.mean()'),
     'BL width error not divided by 0.1': source_mutant(
         f'{BL_LOSS}:_stage2_terms', '(width_at - target_width) / GRASP_MAX_WIDTH',
         '(width_at - target_width)'),
     'BL view loss over every seed': source_mutant(
         f'{BL_LOSS}:GraspNetBaselineLoss.__call__',
-        'view[view_mask].mean() if on_object.any() else view.sum() * 0', 'view.mean()'),
+        'view = mean_where(view, on_object[..., None].expand_as(view))',
+        'view = view.mean()'),
     'SBG score mask not widened to every depth': source_mutant(
         f'{BL_LOSS}:ScaleBalancedGraspLoss.__call__',
         'loss_mask.amax(dim=2, keepdim=True).expand_as(loss_mask)', 'loss_mask'),

@@ -41,12 +41,12 @@ def requests(objects, seed: int, count: int, device: str):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')
 def test_the_next_acquire_waits_for_the_copy_in_flight():
     buffer = read_common.ReadBuffer()
-    host = buffer.acquire(1 << 24)
+    host, _ = buffer.acquire(1 << 24)
     assert host.is_pinned()
     host.fill_(1)
     torch.cuda._sleep(SPIN)  # the copy below queues behind this
     on_device = buffer.to_device(host, torch.device('cuda'))
-    again = buffer.acquire(1 << 24)  # must block until the copy has run
+    again, _ = buffer.acquire(1 << 24)  # must block until the copy has run
     assert again.data_ptr() == host.data_ptr()  # the same memory is reused
     again.fill_(2)
     assert bool((on_device == 1).all())

@@ -274,7 +274,7 @@ def test_summaries_reindexed_like_the_grids(store, mode):
             for name, value in want.items():
                 assert np.float32(got[name][k, w]) == np.float32(value), (mode, name, k, w)
         assert got['first_cell_width'][k] == widths[k, 0, 0, 0]
-    assert got['value_tables'].numel() % 256 == 0
+    assert isinstance(got['value_tables'], np.ndarray) and got['value_tables'].size % 256 == 0
 
 
 def test_matched_cells_need_codes_of_every_record(store):
@@ -311,4 +311,4 @@ def test_local_matched_reads_go_through_read_rows(store, monkeypatch):
         'collision.npy', 'score_codes.npy', 'tolerance.npy', 'widths.npy']
     for a, b in zip(got, want):
         assert a.keys() == b.keys()
-        assert all(a[k].numpy().tobytes() == b[k].numpy().tobytes() for k in a)
+        assert all(np.asarray(a[k]).tobytes() == np.asarray(b[k]).tobytes() for k in a)

@@ -154,7 +154,8 @@ def _wrap(module, name, change):
 def _buffer_without_resizing(self, nbytes):
     if self._storage is None:
         self._storage = torch.empty(max(nbytes, 64), dtype=torch.uint8)
-    return self._storage[:nbytes]
+        self._array = self._storage.numpy()
+    return self._storage[:nbytes], self._array[:nbytes]
 
 
 MUTATIONS = {
