@@ -74,6 +74,8 @@ def labels_of(store, mode):
 def same_bits(a, b) -> bool:
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):  # host arrays (value tables)
+        a, b = torch.from_numpy(a), torch.from_numpy(b)
     if a.dtype == torch.float32:
         a, b = a.view(torch.int32), b.view(torch.int32)
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
