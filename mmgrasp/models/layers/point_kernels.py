@@ -11,20 +11,34 @@ Import this module only through :func:`.point_ops.triton_kernels`, which returns
 Triton is not installed.
 """
 from functools import lru_cache
-from typing import Sequence, Tuple
+from typing import Dict, NamedTuple, Sequence, Tuple
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.runtime.jit import mangle_type
 
 _FLAGS = dict(enable_fp_fusion=False)
-_BLOCK = 1024
+_BLOCK = 1024  # points per chunk of a loop over the cloud
+_PAD = 64  # output slots padded per step by the queries
+_FPS_WARPS = 16  # one program per frame: 512 threads, as pointnet2's kernel for large clouds
+_THREE_NN_BLOCK = 128  # query points per program
+
+
+@triton.jit
+def _farther(value, index, other_value, other_index):
+    """Of two (distance, index) candidates, the farther; a tie goes to the lower index."""
+    take = (other_value > value) | ((other_value == value) & (other_index < index))
+    return tl.where(take, other_value, value), tl.where(take, other_index, index)
 
 
 @triton.jit
 def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
                 HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
+    """One program per frame. A pick is one pass over the points in BLOCK-wide chunks, in which
+    each lane updates the min-distances and keeps its own farthest point (strict ``>``: its
+    earliest chunk keeps a tie), then one block reduction of the lanes' (distance, index)."""
     b = tl.program_id(0)
     xyz_ptr += b * n * 3
     nearest_ptr += b * n
@@ -45,12 +59,12 @@ def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
     picks = tl.maximum(tl.minimum(count, num), 1)
     tl.store(out_ptr, first.to(tl.int64))
     last = first
-    for j in range(1, picks):
+    for pick in range(1, picks):
         cx = tl.load(xyz_ptr + last * 3)
         cy = tl.load(xyz_ptr + last * 3 + 1)
         cz = tl.load(xyz_ptr + last * 3 + 2)
-        best = -3.0
-        best_idx = 0
+        lane_best = tl.full([BLOCK], -3.0, tl.float32)  # below every point's -1 or distance
+        lane_idx = offs
         for start in range(0, n, BLOCK):
             idx = start + offs
             inside = idx < n
@@ -61,33 +75,32 @@ def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
             dist = dist + dz * dz
             nearest = tl.minimum(tl.load(nearest_ptr + idx, mask=inside, other=-3.0), dist)
             tl.store(nearest_ptr + idx, nearest, mask=inside)
-            nearest = tl.where(inside, nearest, -3.0)
-            block_best = tl.max(nearest, axis=0)
-            block_idx = tl.min(tl.where(nearest == block_best, idx, n), axis=0)
-            better = block_best > best  # strict: an earlier block keeps a tie
-            best_idx = tl.where(better, block_idx, best_idx)
-            best = tl.where(better, block_best, best)
-        tl.store(out_ptr + j, best_idx.to(tl.int64))
+            better = inside & (nearest > lane_best)
+            lane_idx = tl.where(better, idx, lane_idx)
+            lane_best = tl.where(better, nearest, lane_best)
+        best_idx = tl.reduce((lane_best, lane_idx), 0, _farther)[1]
+        tl.store(out_ptr + pick, best_idx.to(tl.int64))
         last = best_idx
     tl.debug_barrier()  # the picks above are read back below, by other threads
     for start in range(picks, num, BLOCK):  # fewer eligible points than samples: repeat cyclically
-        j = start + offs
-        keep = j < num
-        tl.store(out_ptr + j, tl.load(out_ptr + j % picks, mask=keep, other=0), mask=keep)
+        slot = start + offs
+        keep = slot < num
+        tl.store(out_ptr + slot, tl.load(out_ptr + slot % picks, mask=keep, other=0), mask=keep)
 
 
 @triton.jit
-def _pad_first(out_ptr, count, first, n, nsample, KBLOCK: tl.constexpr):
-    """Slots count..nsample-1 get the first hit (0 when there is none)."""
-    k = tl.arange(0, KBLOCK)
+def _pad_first(out_ptr, count, first, n, nsample, PAD: tl.constexpr):
+    """Slots count..nsample-1 get the first hit (0 when there is none), PAD slots at a time."""
     pad = tl.where(first < n, first, 0).to(tl.int64)
-    tl.store(out_ptr + k, tl.zeros([KBLOCK], dtype=tl.int64) + pad,
-             mask=(k >= count) & (k < nsample))
+    for start in range(0, nsample, PAD):
+        k = start + tl.arange(0, PAD)
+        tl.store(out_ptr + k, tl.zeros([PAD], dtype=tl.int64) + pad,
+                 mask=(k >= count) & (k < nsample))
 
 
 @triton.jit
 def _ball_query_kernel(xyz_ptr, centre_ptr, out_ptr, n, s, radius2, nsample,
-                       BLOCK: tl.constexpr, KBLOCK: tl.constexpr):
+                       BLOCK: tl.constexpr, PAD: tl.constexpr):
     pid = tl.program_id(0)  # one centre: b * s + i
     b = pid // s
     xyz_ptr += b * n * 3
@@ -113,13 +126,13 @@ def _ball_query_kernel(xyz_ptr, centre_ptr, out_ptr, n, s, radius2, nsample,
         count += tl.sum(hit.to(tl.int32), axis=0)
         first = tl.minimum(first, tl.min(tl.where(hit, idx, n), axis=0))
         start += BLOCK
-    _pad_first(out_ptr, count, first, n, nsample, KBLOCK)
+    _pad_first(out_ptr, count, first, n, nsample, PAD)
 
 
 @triton.jit
 def _cylinder_query_kernel(xyz_ptr, centre_ptr, rot_ptr, radius2_ptr, hmax_ptr, out_ptr,
                            n, s, batch, num_hmax, hmin, nsample,
-                           BLOCK: tl.constexpr, KBLOCK: tl.constexpr):
+                           BLOCK: tl.constexpr, PAD: tl.constexpr):
     pid = tl.program_id(0)  # one centre: b * s + i
     combo = tl.program_id(1)  # one (radius, hmax): r * num_hmax + d
     b = pid // s
@@ -163,7 +176,7 @@ def _cylinder_query_kernel(xyz_ptr, centre_ptr, rot_ptr, radius2_ptr, hmax_ptr, 
         count += tl.sum(hit.to(tl.int32), axis=0)
         first = tl.minimum(first, tl.min(tl.where(hit, idx, n), axis=0))
         start += BLOCK
-    _pad_first(out_ptr, count, first, n, nsample, KBLOCK)
+    _pad_first(out_ptr, count, first, n, nsample, PAD)
 
 
 @triton.jit
@@ -207,15 +220,64 @@ def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.con
     tl.store(idx_ptr + out + 2, i3.to(tl.int64), mask=valid)
 
 
+class Launch(NamedTuple):
+    """One way a wrapper below launches a kernel: the Triton type of each runtime argument (in
+    order, as ``triton.runtime.jit.mangle_type`` names it), the constexprs and the options."""
+    kernel: triton.runtime.JITFunction
+    signature: Dict[str, str]
+    constexprs: Dict[str, int]
+    options: Dict[str, object]
+
+
+def _points(*names: str) -> Dict[str, str]:
+    return {name: '*fp32' for name in names}
+
+
+_FPS_ARGS = dict(nearest_ptr='*fp32', out_ptr='*i64', n='i32', num='i32')
+_QUERY = dict(BLOCK=_BLOCK, PAD=_PAD)
+# Every launch of this module. The wrappers launch only through it (``_launch`` refuses arguments
+# of other types), and tests/unit/models/test_kernel_compile.py compiles each entry for real GPU
+# targets, so what is compiled there is what runs.
+LAUNCHES: Tuple[Launch, ...] = (
+    Launch(_fps_kernel, dict(_points('xyz_ptr', 'mask_ptr'), **_FPS_ARGS),
+           dict(HAS_MASK=False, BLOCK=_BLOCK), dict(_FLAGS, num_warps=_FPS_WARPS)),
+    Launch(_fps_kernel, dict(xyz_ptr='*fp32', mask_ptr='*u1', **_FPS_ARGS),
+           dict(HAS_MASK=True, BLOCK=_BLOCK), dict(_FLAGS, num_warps=_FPS_WARPS)),
+    Launch(_ball_query_kernel,
+           dict(_points('xyz_ptr', 'centre_ptr'), out_ptr='*i64', n='i32', s='i32',
+                radius2='fp32', nsample='i32'), _QUERY, _FLAGS),
+    Launch(_cylinder_query_kernel,
+           dict(_points('xyz_ptr', 'centre_ptr', 'rot_ptr', 'radius2_ptr', 'hmax_ptr'),
+                out_ptr='*i64', n='i32', s='i32', batch='i32', num_hmax='i32', hmin='fp32',
+                nsample='i32'), _QUERY, _FLAGS),
+    Launch(_three_nn_kernel,
+           dict(_points('ref_ptr', 'query_ptr', 'dist2_ptr'), idx_ptr='*i64', m='i32', q='i32'),
+           dict(BLOCK=_THREE_NN_BLOCK), _FLAGS),
+)
+
+
+def _launch(kernel, grid: Tuple[int, ...], *args, **constexprs) -> None:
+    """Launch ``kernel`` as its entry of :data:`LAUNCHES` for these argument types."""
+    types = tuple(mangle_type(arg) for arg in args)
+    for entry in LAUNCHES:
+        if (entry.kernel is kernel and tuple(entry.signature.values()) == types
+                and entry.constexprs == constexprs):
+            kernel[grid](*args, **constexprs, **entry.options)
+            return
+    raise TypeError(f'{kernel.__name__}: no entry in point_kernels.LAUNCHES for arguments '
+                    f'{types} and constexprs {constexprs} (add one there: the compile test '
+                    f'then checks it for the GPU targets)')
+
+
 def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
     """As :func:`.point_ops.furthest_point_sample`, in one launch (one program per frame)."""
     batch, n, _ = xyz.shape
     xyz = xyz.contiguous()
     out = torch.empty(batch, num, dtype=torch.long, device=xyz.device)
     nearest = torch.empty(batch, n, dtype=xyz.dtype, device=xyz.device)
-    mask = None if mask is None else mask.contiguous()
-    _fps_kernel[(batch, )](xyz, xyz if mask is None else mask, nearest, out, n, num,
-                           HAS_MASK=mask is not None, BLOCK=_BLOCK, **_FLAGS)
+    mask = None if mask is None else mask.to(torch.bool).contiguous()
+    _launch(_fps_kernel, (batch, ), xyz, xyz if mask is None else mask, nearest, out, n, num,
+            HAS_MASK=mask is not None, BLOCK=_BLOCK)
     return out
 
 
@@ -224,9 +286,8 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     batch, n, _ = xyz.shape
     s = new_xyz.shape[1]
     out = torch.empty(batch, s, nsample, dtype=torch.long, device=xyz.device)
-    _ball_query_kernel[(batch * s, )](xyz.contiguous(), new_xyz.contiguous(), out, n, s,
-                                      radius * radius, nsample, BLOCK=_BLOCK,
-                                      KBLOCK=triton.next_power_of_2(nsample), **_FLAGS)
+    _launch(_ball_query_kernel, (batch * s, ), xyz.contiguous(), new_xyz.contiguous(), out, n, s,
+            radius * radius, nsample, **_QUERY)
     return out
 
 
@@ -246,9 +307,8 @@ def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[
     radius2 = _thresholds(tuple(r * r for r in radii), xyz.device)
     top = _thresholds(tuple(hmax), xyz.device)
     grid = (batch * s, len(radii) * len(hmax))
-    _cylinder_query_kernel[grid](xyz.contiguous(), new_xyz.contiguous(), rot.contiguous(),
-                                 radius2, top, out, n, s, batch, len(hmax), hmin, nsample,
-                                 BLOCK=_BLOCK, KBLOCK=triton.next_power_of_2(nsample), **_FLAGS)
+    _launch(_cylinder_query_kernel, grid, xyz.contiguous(), new_xyz.contiguous(),
+            rot.contiguous(), radius2, top, out, n, s, batch, len(hmax), hmin, nsample, **_QUERY)
     return out
 
 
@@ -258,8 +318,6 @@ def three_nn(ref: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
     batch, q, _ = query.shape
     dist2 = torch.empty(batch, q, 3, dtype=query.dtype, device=query.device)
     idx = torch.empty(batch, q, 3, dtype=torch.long, device=query.device)
-    block = 128
-    _three_nn_kernel[(batch, triton.cdiv(q, block))](ref.contiguous(), query.contiguous(),
-                                                     dist2, idx, ref.shape[1], q, BLOCK=block,
-                                                     **_FLAGS)
+    _launch(_three_nn_kernel, (batch, triton.cdiv(q, _THREE_NN_BLOCK)), ref.contiguous(),
+            query.contiguous(), dist2, idx, ref.shape[1], q, BLOCK=_THREE_NN_BLOCK)
     return dist2, idx

@@ -61,6 +61,33 @@ def test_fps_of_identical_points_keeps_the_lowest_index():
                        _furthest_point_sample_reference(xyz, 4, None))
 
 
+@pytest.mark.parametrize('a,b', [(5, 1026), (2, 1026), (1030, 2050), (1023, 1024)])
+def test_fps_tie_across_chunks_goes_to_the_lower_index(a, b):
+    """Two equally far points in different 1024-point chunks, in a lower lane (1026 is lane 2,
+    below 5), the same lane (2, 1026) or neighbouring lanes: the lower index wins, as in the
+    reference, with and without a mask."""
+    xyz = torch.zeros(1, 2100, 3)
+    xyz[0, [a, b]] = torch.tensor([1.0, 0.0, 0.0])
+    mask = torch.ones(1, 2100, dtype=torch.bool)
+    mask[0, 1] = False
+    for m in (None, mask):
+        got = point_kernels.furthest_point_sample(xyz, 4, m)
+        assert got[0, 1] == min(a, b)
+        assert torch.equal(got, _furthest_point_sample_reference(xyz, 4, m))
+
+
+def test_fps_of_points_repeated_in_other_chunks_and_lanes():
+    """The first chunk's points again, shuffled, in the second and third chunks: every step
+    ties across chunks and lanes."""
+    base = _points(1, 1024, seed=5)
+    perm = torch.randperm(1024, generator=torch.Generator().manual_seed(6))
+    xyz = torch.cat([base, base[:, perm], base[:, perm.flip(0)][:, :500]], dim=1)
+    mask = torch.rand(1, xyz.shape[1], generator=torch.Generator().manual_seed(7)) < 0.5
+    for m in (None, mask):
+        assert torch.equal(point_kernels.furthest_point_sample(xyz, 40, m),
+                           _furthest_point_sample_reference(xyz, 40, m))
+
+
 @pytest.mark.parametrize('batch,n,s,nsample', [(1, 300, 20, 16), (2, 2100, 12, 8),
                                                (2, 50, 10, 64)])
 def test_ball_query_kernel_equals_reference(batch, n, s, nsample):
