@@ -27,18 +27,15 @@ _THREE_NN_BLOCK = 128  # query points per program
 
 
 @triton.jit
-def _farther(value, index, other_value, other_index):
-    """Of two (distance, index) candidates, the farther; a tie goes to the lower index."""
-    take = (other_value > value) | ((other_value == value) & (other_index < index))
-    return tl.where(take, other_value, value), tl.where(take, other_index, index)
-
-
-@triton.jit
 def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
                 HAS_MASK: tl.constexpr, BLOCK: tl.constexpr):
     """One program per frame. A pick is one pass over the points in BLOCK-wide chunks, in which
     each lane updates the min-distances and keeps its own farthest point (strict ``>``: its
-    earliest chunk keeps a tie), then one block reduction of the lanes' (distance, index)."""
+    earliest chunk keeps a tie), then one block max of the lanes' int64 keys (distance bits,
+    then ``n - index``): the bits of non-negative float32 values order as the values, so the key
+    is the farthest point and, of equal ones, the lowest index, as ``torch.argmax``. Ineligible
+    points (-1) and padding (-3) have negative keys and never win, as an eligible point's
+    min-distance is >= 0 (+0 at worst: a sum of squares is never -0)."""
     b = tl.program_id(0)
     xyz_ptr += b * n * 3
     nearest_ptr += b * n
@@ -64,7 +61,7 @@ def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
         cy = tl.load(xyz_ptr + last * 3 + 1)
         cz = tl.load(xyz_ptr + last * 3 + 2)
         lane_best = tl.full([BLOCK], -3.0, tl.float32)  # below every point's -1 or distance
-        lane_idx = offs
+        lane_idx = tl.zeros([BLOCK], dtype=tl.int32)
         for start in range(0, n, BLOCK):
             idx = start + offs
             inside = idx < n
@@ -78,7 +75,9 @@ def _fps_kernel(xyz_ptr, mask_ptr, nearest_ptr, out_ptr, n, num,
             better = inside & (nearest > lane_best)
             lane_idx = tl.where(better, idx, lane_idx)
             lane_best = tl.where(better, nearest, lane_best)
-        best_idx = tl.reduce((lane_best, lane_idx), 0, _farther)[1]
+        bits = lane_best.to(tl.int32, bitcast=True).to(tl.int64)
+        key = (bits << 32) | (n - lane_idx).to(tl.int64)
+        best_idx = n - (tl.max(key, axis=0) & 0xFFFFFFFF).to(tl.int32)
         tl.store(out_ptr + pick, best_idx.to(tl.int64))
         last = best_idx
     tl.debug_barrier()  # the picks above are read back below, by other threads

@@ -21,8 +21,11 @@ What maps to what (only where both backends compute the same function):
 
 Coordinates. spconv needs indices in ``[0, spatial_shape)``: the first spconv layer shifts the
 rows by an origin that is a multiple of :data:`ALIGN` cells (so ``floor`` by any stride up to
-it commutes with the shift) and rounds the spatial shape up to a multiple of it. That costs
-one host sync per forward (the coordinate bounds). Strided outputs get their coordinates back
+it commutes with the shift) and rounds the spatial shape up to a multiple of it. The glue reads
+the host once per forward: the coordinate bounds, as one list of Python ints from which the
+origin, the spatial shape and the batch size come; the layers below check and divide that
+origin as Python ints (spconv's own indice generation reads the host too, inside spconv).
+Strided outputs get their coordinates back
 (``SparseTensor.coords``) but are in spconv's row order, so they carry no hash keys and a torch
 backend layer refuses them.
 
@@ -33,7 +36,7 @@ CPU call therefore runs on one thread.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Tuple
 
 import torch
 from torch import Tensor
@@ -58,9 +61,16 @@ def import_spconv():
 @dataclass(eq=False)
 class SpconvState:
     """The spconv tensor of a :class:`.sparse_conv.SparseTensor`'s rows (its features are
-    stale: the SparseTensor's are current) and the cell at spconv index 0 at that stride."""
+    stale: the SparseTensor's are current) and the cell at spconv index 0 at that stride, as
+    Python ints (for the checks, no host read) and on the rows' device (for the coordinates)."""
     tensor: object  # spconv.pytorch.SparseConvTensor
-    origin: Tensor  # (3,) int64
+    origin: Tuple[int, int, int]
+    origin_cells: Tensor  # (3,) int64, equal to origin
+
+    def strided(self, tensor, stride: int) -> 'SpconvState':
+        """The state of ``tensor``, a stride-``stride`` conv's output of these rows."""
+        return SpconvState(tensor, tuple(o // stride for o in self.origin),
+                           self.origin_cells.div(stride, rounding_mode='floor'))
 
 
 def check_layer(kernel_size: int, stride: int, dilation: int, transposed: bool) -> None:
@@ -115,7 +125,7 @@ def krsc_weight(weight: Tensor) -> Tensor:
 
 def _root(x) -> SpconvState:
     """The spconv tensor of ``x``'s rows: carried along, cached for its coordinate set, or
-    built (one host sync: the bounds of the coordinates)."""
+    built (the forward's one host read: the bounds of the coordinates)."""
     if x.spconv is not None:
         return x.spconv
     key = ('spconv', id(x.coords))
@@ -126,14 +136,14 @@ def _root(x) -> SpconvState:
             raise ValueError("backend='spconv' needs at least one voxel")
         spconv = import_spconv()
         cells = x.coords[:, 1:]
-        *low, batch = torch.cat([cells.amin(0), x.coords[:, :1].amax(0)]).tolist()
-        high = cells.amax(0).tolist()
-        origin = [lo // ALIGN * ALIGN for lo in low]
-        shape = [-(-(hi - o + 1) // ALIGN) * ALIGN for hi, o in zip(high, origin)]
-        origin = torch.tensor(origin, device=cells.device)
-        indices = torch.cat([x.coords[:, :1], cells - origin], 1).int()
-        tensor = spconv.SparseConvTensor(x.feats, indices, shape, batch + 1)
-        x.cache[key] = (x.coords, SpconvState(tensor, origin))
+        low = cells.amin(0)
+        bounds = torch.cat([low, cells.amax(0), x.coords[:, :1].amax(0)]).tolist()
+        origin = tuple(lo // ALIGN * ALIGN for lo in bounds[:3])
+        shape = [-(-(hi - o + 1) // ALIGN) * ALIGN for hi, o in zip(bounds[3:6], origin)]
+        origin_cells = low.div(ALIGN, rounding_mode='floor') * ALIGN
+        indices = torch.cat([x.coords[:, :1], cells - origin_cells], 1).int()
+        tensor = spconv.SparseConvTensor(x.feats, indices, shape, bounds[6] + 1)
+        x.cache[key] = (x.coords, SpconvState(tensor, origin, origin_cells))
     return x.cache[key][1]
 
 
@@ -181,7 +191,7 @@ def convolve(layer, x, target=None):
     elif stride == 1:
         key = _key('subm', state, k, layer.dilation)
     else:
-        if bool((state.origin % stride).any()):
+        if any(o % stride for o in state.origin):
             raise ValueError(f"backend='spconv': strided convs beyond a total stride of {ALIGN} "
                              f"from the first spconv layer")
         key = _key('down', state, k, stride)
@@ -197,15 +207,14 @@ def convolve(layer, x, target=None):
         out.features.register_hook(_no_cpu_backward)
     if layer.transposed:
         return SparseTensor(target.coords, out.features, target.stride, target.keys, x.cache,
-                            SpconvState(out, fine.origin))
+                            SpconvState(out, fine.origin, fine.origin_cells))
     if stride == 1:
         # The same rows: keep their indices object, which the keys name (spconv may return a
         # copy for a submanifold conv).
         out.indices = state.tensor.indices
         return SparseTensor(x.coords, out.features, x.stride, x.keys, x.cache,
-                            SpconvState(out, state.origin))
-    origin = state.origin.div(stride, rounding_mode='floor')
+                            SpconvState(out, state.origin, state.origin_cells))
+    strided = state.strided(out, stride)
     indices = out.indices.long()
-    coords = torch.cat([indices[:, :1], indices[:, 1:] + origin], 1)
-    return SparseTensor(coords, out.features, x.stride * stride, None, x.cache,
-                        SpconvState(out, origin))
+    coords = torch.cat([indices[:, :1], indices[:, 1:] + strided.origin_cells], 1)
+    return SparseTensor(coords, out.features, x.stride * stride, None, x.cache, strided)

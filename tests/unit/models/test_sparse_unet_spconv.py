@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 from mmengine.config import Config
+from torch.overrides import TorchFunctionMode
 
 from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
@@ -329,3 +330,46 @@ def test_unet_builds_each_map_once():
         out = net.forward_sparse(x.replace(torch.ones(len(x.coords), 3)))
     kinds = [key.split('.')[1] for key in out.spconv.tensor.indice_dict]
     assert sorted(kinds) == ['down'] * 4 + ['subm'] * 6
+
+
+class _HostReads(TorchFunctionMode):
+    """Counts the tensor methods that read values on the host (``tolist``, ``item``, ``bool``
+    ...), outside spconv's own convolution calls (its indice generation reads the host too)."""
+    READS = frozenset(('tolist', 'item', '__bool__', '__int__', '__float__', '__index__',
+                       'numpy', 'cpu'))
+
+    def __init__(self):
+        super().__init__()
+        self.reads, self.inside_spconv = [], 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, '__name__', '')
+        if name in self.READS and not self.inside_spconv:
+            self.reads.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@needs_spconv
+def test_the_glue_reads_the_host_once_per_forward(monkeypatch):
+    """One read a forward of the whole U-Net (the coordinate bounds), as the module docstring
+    says; the counter sees a read where there is one."""
+    counter = _HostReads()
+    original = spconv.SparseConvolution._conv_forward
+
+    def spconv_call(*args, **kwargs):
+        counter.inside_spconv += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            counter.inside_spconv -= 1
+
+    monkeypatch.setattr(spconv.SparseConvolution, '_conv_forward', spconv_call)
+    net = SparseUNet14(**SMALL_UNET, backend='spconv').eval()
+    x, _ = voxelize(table_and_hemisphere(), net.voxel_size, levels=4)
+    x = x.replace(torch.ones(len(x.coords), 3))
+    with torch.no_grad(), counter:
+        net.forward_sparse(x)
+    assert counter.reads == ['tolist']
+    with counter:
+        bool(x.coords.any())
+    assert counter.reads == ['tolist', '__bool__']
