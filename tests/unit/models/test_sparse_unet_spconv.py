@@ -354,7 +354,8 @@ def test_the_glue_reads_the_host_once_per_forward(monkeypatch):
     """One read a forward of the whole U-Net (the coordinate bounds), as the module docstring
     says; the counter sees a read where there is one."""
     counter = _HostReads()
-    original = spconv.SparseConvolution._conv_forward
+    from spconv.pytorch.conv import SparseConvolution
+    original = SparseConvolution._conv_forward
 
     def spconv_call(*args, **kwargs):
         counter.inside_spconv += 1
@@ -363,7 +364,7 @@ def test_the_glue_reads_the_host_once_per_forward(monkeypatch):
         finally:
             counter.inside_spconv -= 1
 
-    monkeypatch.setattr(spconv.SparseConvolution, '_conv_forward', spconv_call)
+    monkeypatch.setattr(SparseConvolution, '_conv_forward', spconv_call)
     net = SparseUNet14(**SMALL_UNET, backend='spconv').eval()
     x, _ = voxelize(table_and_hemisphere(), net.voxel_size, levels=4)
     x = x.replace(torch.ones(len(x.coords), 3))
