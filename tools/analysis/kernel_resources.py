@@ -5,9 +5,9 @@ Kernels are found by introspection: every ``@triton.jit`` function of every modu
 ``mmgrasp/``. Each module that defines kernels lists its launches in ``LAUNCHES`` (the table its
 wrappers launch through, see ``mmgrasp/models/layers/point_kernels.py``); every entry is
 compiled with ``triton.compile(ASTSource(...), target=GPUTarget('cuda', cc, 32))``, which runs the
-``ptxas`` that Triton ships in its wheel. A kernel neither launched by an entry nor called from a
-launched kernel (called, or a reduction's combine function) is reported as ``uncovered``. Registers and local memory are read from the cubin
-(``cuobjdump --dump-resource-usage``): on a GPU Triton reads the same two values from the driver
+``ptxas`` that Triton ships in its wheel. A kernel that no entry launches and no launched kernel
+uses (calls, or names as a reduction's combine function) is reported as ``uncovered``.
+Registers and local memory are read from the cubin (``cuobjdump --dump-resource-usage``): on a GPU Triton reads the same two values from the driver
 (``n_regs``; ``n_spills`` = local bytes / 4); shared memory is Triton's ``metadata.shared``.
 
 Run it with ``TRITON_INTERPRET`` unset (the interpreter replaces kernels by Python functions)::
