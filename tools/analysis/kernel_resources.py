@@ -7,8 +7,9 @@ wrappers launch through, see ``mmgrasp/models/layers/point_kernels.py``); every 
 compiled with ``triton.compile(ASTSource(...), target=GPUTarget('cuda', cc, 32))``, which runs the
 ``ptxas`` that Triton ships in its wheel. A kernel that no entry launches and no launched kernel
 uses (calls, or names as a reduction's combine function) is reported as ``uncovered``.
-Registers and local memory are read from the cubin (``cuobjdump --dump-resource-usage``): on a GPU Triton reads the same two values from the driver
-(``n_regs``; ``n_spills`` = local bytes / 4); shared memory is Triton's ``metadata.shared``.
+Registers and local memory are read from the cubin (``cuobjdump --dump-resource-usage``): on a
+GPU Triton reads the same two values from the driver (``n_regs``; ``n_spills`` = local bytes /
+4); shared memory is Triton's ``metadata.shared``.
 
 Run it with ``TRITON_INTERPRET`` unset (the interpreter replaces kernels by Python functions)::
 
