@@ -24,6 +24,7 @@ missing or another version.
 """
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Dict, Optional, Tuple
@@ -46,12 +47,16 @@ def join_url(root: str, *parts: str) -> str:
 
 
 class RemoteReadError(OSError):
-    """A remote read that failed; names the URL and the byte range ([start, stop))."""
+    """A remote read that failed; names the URL and the byte range ([start, stop)).
+    ``elapsed``: the seconds the failed request took, its retries included (None where no
+    request was made), measured around the request alone so that it can be held against
+    :func:`read_bound` whatever else the process was doing."""
 
     def __init__(self, url: str, start: Optional[int], stop: Optional[int], reason: str):
         where = url if start is None else f'{url} bytes {start}-{stop - 1}'
         super().__init__(f'{where}: {reason}')
         self.url, self.start, self.stop, self.reason = url, start, stop, reason
+        self.elapsed: Optional[float] = None
 
 
 class RemoteNotFound(RemoteReadError):
@@ -168,11 +173,14 @@ class ObjectSource:
         options = dict(range=(start, stop))
         if tag:
             options['if_match'] = tag
+        begin = time.monotonic()
         try:
             result = obstore.get(store, path, options=options)
             data = result.bytes()
         except Exception as exc:  # noqa: BLE001 - every transport error of every scheme
-            raise self._error(url, start, stop, exc) from exc
+            error = self._error(url, start, stop, exc)
+            error.elapsed = time.monotonic() - begin
+            raise error from exc
         meta = result.meta
         got_tag = meta.get('e_tag') or ''
         if tag and got_tag != tag:  # a server that ignores If-Match
