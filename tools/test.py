@@ -163,12 +163,15 @@ def main(argv=None) -> dict:
         print(f'figures: {json_path}')
     gc6d = {k[len('gc6d/'):]: v for k, v in metrics.items() if k.startswith('gc6d/')}
     if gc6d:
-        runner.visualizer.add_scalars(
-            {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
+        json_path = osp.join(dump_dir, f'graspclutter6d_{camera_name(settings["camera"])}.json')
+        with open(json_path) as f:
+            coverage = json.load(f)['coverage']
+        prefix = 'gc6d/' if coverage['complete'] else 'gc6d_sampled/'  # as graspnet_sampled/
+        runner.visualizer.add_scalars({prefix + k: v for k, v in gc6d.items()
+                                       if isinstance(v, (int, float))}, step=0)
         print(f'GraspClutter6D evaluation of {dump_dir}:')
-        print(results_table(gc6d, settings))
-        json_name = f'graspclutter6d_{camera_name(settings["camera"])}.json'
-        print(f'figures: {osp.join(dump_dir, json_name)}')
+        print(results_table(gc6d, settings, coverage))
+        print(f'figures: {json_path}')
     return metrics
 
 

@@ -9,6 +9,7 @@ from mmengine.logging import MMLogger
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader, image_id
 from mmgrasp.registry import METRICS
 from .. import graspclutter6d_eval as gc6d
+from ..coverage import describe_frames
 from ..graspnet_eval import write_json
 from .grasp_dump import save_grasps
 
@@ -20,13 +21,34 @@ def write_gc6d_dump(dump_dir: str, sample: dict) -> int:
                                       image_id(int(sample['frame']), sample['camera'])), sample)
 
 
+def gc6d_coverage(run: Dict[int, List[int]], test_split: List[int]) -> dict:
+    """What ``run`` ({scene: annotation indices run}) covers of the test split's
+    ``13 × scenes`` frames, as :func:`mmgrasp.evaluation.coverage.coverage` says it for
+    GraspNet-1Billion: ``complete``, ``label`` ('' or "sampled: N of M frames, ..."),
+    ``frames``, ``official_frames``, ``details``."""
+    official = gc6d.NUM_ANNOTATIONS * len(test_split)
+    frames = sum(len(f) for f in run.values())
+    complete = sorted(run) == sorted(test_split) and all(
+        len(f) == gc6d.NUM_ANNOTATIONS for f in run.values())
+    label = '' if complete else \
+        f'sampled: {frames} of {official} frames, not comparable with published AP'
+    details = '; '.join(f'scene {s}: annotations {describe_frames(f)}' for s, f in run.items())
+    missing = sorted(set(test_split) - set(run))
+    if missing:
+        details += f'; test scenes not run: {", ".join(map(str, missing))}'
+    return dict(complete=complete, label=label, frames=frames, official_frames=official,
+                details=details)
+
+
 @METRICS.register_module()
 class GraspClutter6DMetric(BaseMetric):
     """Dump each frame's grasps in GraspClutter6D's layout, then evaluate the scenes of the
     dumped frames with graspclutter6dAPI's ``eval_scene`` rules (see
-    :mod:`mmgrasp.evaluation.graspclutter6d_eval`): AP, AP0.4 and AP0.8 in percent over their
-    13 annotations each (a frame without a dump scores zeros). On the test split
-    (``grasp_test_scene_ids.json``) these are the benchmark's figures for the camera.
+    :mod:`mmgrasp.evaluation.graspclutter6d_eval`): AP, AP0.4 and AP0.8 in percent over the
+    frames run. When those are all 13 annotations of every test scene
+    (``grasp_test_scene_ids.json``) these are the benchmark's figures for the camera; otherwise
+    the JSON's ``coverage`` labels them "sampled: N of M frames" (``test_split`` false) and
+    the frames not run are left out rather than scored zero.
 
     Figures go to ``<dump_dir>/graspclutter6d_<camera>.json``.
 
@@ -67,16 +89,23 @@ class GraspClutter6DMetric(BaseMetric):
                                  f'camera {sample["camera"]!r}: set the metric to the dataset '
                                  f'camera')
             write_gc6d_dump(self.dump_dir, sample)
-            self.results.append(int(sample['scene']))
+            self.results.append((int(sample['scene']), int(sample['frame'])))
 
-    def compute_metrics(self, results: List[int]) -> Dict[str, float]:
-        scenes = sorted(set(results))
+    def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
+        run: Dict[int, List[int]] = {}
+        for scene, frame in results:
+            run.setdefault(scene, []).append(frame)
+        run = {s: sorted(set(f)) for s, f in sorted(run.items())}
+        scenes = list(run)
         accuracy = gc6d.evaluate_dump(self.data_root, self.dump_dir, self.camera, scenes,
                                       self.nproc, self.sdf_sample_seed)
-        figures = gc6d.summarize(accuracy)
         test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
+        covered = gc6d_coverage(run, test_split)
+        # the frames run only: a frame not run (a sample, or a dump left in the folder by
+        # another run) would score zeros, or another run's grasps, as if it had been run
+        figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})
         payload = dict(figures=figures, scenes=scenes, camera=self.camera,
-                       test_split=scenes == test_split, protocol=self.protocol,
+                       test_split=covered['complete'], coverage=covered, protocol=self.protocol,
                        settings=self.settings, dump_dir=os.path.abspath(self.dump_dir))
         path = os.path.join(self.dump_dir, f'graspclutter6d_{self.camera}.json')
         write_json(path, payload)
