@@ -9,7 +9,6 @@ from mmengine.logging import MMLogger
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader, image_id
 from mmgrasp.registry import METRICS
 from .. import graspclutter6d_eval as gc6d
-from ..coverage import describe_frames
 from ..graspnet_eval import write_json
 from .grasp_dump import save_grasps
 
@@ -19,25 +18,6 @@ def write_gc6d_dump(dump_dir: str, sample: dict) -> int:
     returns the number of grasps."""
     return save_grasps(gc6d.dump_path(dump_dir, int(sample['scene']), sample['camera'],
                                       image_id(int(sample['frame']), sample['camera'])), sample)
-
-
-def gc6d_coverage(run: Dict[int, List[int]], test_split: List[int]) -> dict:
-    """What ``run`` ({scene: annotation indices run}) covers of the test split's
-    ``13 × scenes`` frames, as :func:`mmgrasp.evaluation.coverage.coverage` says it for
-    GraspNet-1Billion: ``complete``, ``label`` ('' or "sampled: N of M frames, ..."),
-    ``frames``, ``official_frames``, ``details``."""
-    official = gc6d.NUM_ANNOTATIONS * len(test_split)
-    frames = sum(len(f) for f in run.values())
-    complete = sorted(run) == sorted(test_split) and all(
-        len(f) == gc6d.NUM_ANNOTATIONS for f in run.values())
-    label = '' if complete else \
-        f'sampled: {frames} of {official} frames, not comparable with published AP'
-    details = '; '.join(f'scene {s}: annotations {describe_frames(f)}' for s, f in run.items())
-    missing = sorted(set(test_split) - set(run))
-    if missing:
-        details += f'; test scenes not run: {", ".join(map(str, missing))}'
-    return dict(complete=complete, label=label, frames=frames, official_frames=official,
-                details=details)
 
 
 @METRICS.register_module()
@@ -100,7 +80,7 @@ class GraspClutter6DMetric(BaseMetric):
         accuracy = gc6d.evaluate_dump(self.data_root, self.dump_dir, self.camera, scenes,
                                       self.nproc, self.sdf_sample_seed)
         test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
-        covered = gc6d_coverage(run, test_split)
+        covered = gc6d.coverage(run, test_split)
         # the frames run only: a frame not run (a sample, or a dump left in the folder by
         # another run) would score zeros, or another run's grasps, as if it had been run
         figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})

@@ -69,7 +69,7 @@ def test_a_sample_is_scored_on_the_frames_run_only(gc6d_root, tmp_path):
 
 
 def test_coverage_of_a_whole_test_split_is_complete():
-    from mmgrasp.evaluation.metrics.graspclutter6d_metric import gc6d_coverage
+    from mmgrasp.evaluation.graspclutter6d_eval import coverage as gc6d_coverage
     whole = gc6d_coverage({3: list(range(13)), 5: list(range(13))}, [3, 5])
     assert whole['complete'] and whole['label'] == '' and whole['official_frames'] == 26
     part = gc6d_coverage({3: list(range(13))}, [3, 5])
