@@ -3,8 +3,9 @@
 ``scenes/scene_%04d/<camera>/annotations/%04d.xml`` gives each frame's objects (id, name, path,
 translation, w x y z quaternion); ``models/%03d/nontextured.ply`` their vertices, downsampled
 at 8 mm as graspnetAPI does, and ``models/%03d/textured.sdf`` their dexnet SDFs. A process keeps
-what it parsed (LRU, keyed by each file's path, size and modification time). The processes of one parallel evaluation also share it through a folder
-(:func:`share_parsed_models`): each text file is parsed by one of them and the others load the
+what it parsed (LRU, keyed by each file's path, size and modification time). The processes of
+one parallel evaluation also share it through a folder (:func:`share_parsed_models`): each text
+file is parsed by one of them and the others load the
 arrays, so reading the models does not cost every process the whole parse.
 """
 from __future__ import annotations
