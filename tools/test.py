@@ -16,7 +16,8 @@ only dumps (GraspDumpMetric). The split is the config's ``test_dataloader``. ``-
 Scale-Balanced-Grasp's AP by grasp width. ``--frame-stride`` / ``--frames`` run a sample of each
 scene's frames; a sample or a split with scenes missing on disk is labelled "sampled: N of M
 frames, not comparable with published AP" in the table, the JSON and the backends
-(``--require-complete`` makes it an error).
+(``--require-complete`` makes it an error). A ``--dump`` folder that already holds files is
+refused unless ``--overwrite`` (then the frames run replace their dumps; others stay, unevaluated).
 
 The checkpoint is loaded strictly: one whose tensors do not all fit the config's model (missing,
 unexpected or mis-shaped keys) is refused with the keys named, never evaluated as a partly
@@ -25,6 +26,7 @@ frames over the processes; the first one prints the table.
 """
 import argparse
 import json
+import os
 import os.path as osp
 
 from mmengine.config import Config, DictAction
@@ -47,6 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('config', help='config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--dump', help='output root (default: <work_dir>/dump)')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='write into a --dump folder that already holds files (dumps of '
+                             'the frames run are replaced; the others stay, not evaluated)')
     parser.add_argument('--dump-only', action='store_true',
                         help='only dump the grasps (GraspDumpMetric), no evaluation')
     parser.add_argument('--nproc', type=int, help='evaluation processes')
@@ -116,6 +121,9 @@ def main(argv=None) -> dict:
     if args.frames is not None:
         cfg.test_dataloader.dataset.frames = args.frames
     dump_dir = args.dump or osp.join(cfg.work_dir, 'dump')
+    if not args.overwrite and osp.isdir(dump_dir) and os.listdir(dump_dir):
+        raise SystemExit(f'{dump_dir} already holds files (an earlier run\'s dumps?): pick an '
+                         'empty --dump folder, or pass --overwrite to write into it')
     settings = test_settings(cfg)
     if args.dump_only:
         cfg.test_evaluator = dict(type='GraspDumpMetric', dump_dir=dump_dir)
@@ -163,12 +171,15 @@ def main(argv=None) -> dict:
         print(f'figures: {json_path}')
     gc6d = {k[len('gc6d/'):]: v for k, v in metrics.items() if k.startswith('gc6d/')}
     if gc6d:
-        runner.visualizer.add_scalars(
-            {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=0)
+        json_path = osp.join(dump_dir, f'graspclutter6d_{camera_name(settings["camera"])}.json')
+        with open(json_path) as f:
+            coverage = json.load(f)['coverage']
+        prefix = 'gc6d/' if coverage['complete'] else 'gc6d_sampled/'  # as graspnet_sampled/
+        runner.visualizer.add_scalars({prefix + k: v for k, v in gc6d.items()
+                                       if isinstance(v, (int, float))}, step=0)
         print(f'GraspClutter6D evaluation of {dump_dir}:')
-        print(results_table(gc6d, settings))
-        json_name = f'graspclutter6d_{camera_name(settings["camera"])}.json'
-        print(f'figures: {osp.join(dump_dir, json_name)}')
+        print(results_table(gc6d, settings, coverage))
+        print(f'figures: {json_path}')
     return metrics
 
 

@@ -214,7 +214,8 @@ class GraspClutter6DReader(DerivedLabelFiles):
         return self._scene_camera[scene]
 
     def num_frames(self, scene: int) -> int:
-        """Annotations of the reader's camera in ``scene_camera.json`` (0..F-1, contiguous)."""
+        """Annotations of the reader's camera in ``scene_camera.json`` (0..F-1, contiguous: a
+        missing image followed by a present one is an error naming the file and the image)."""
         entries = self._camera_entries(scene)
         count = 0
         while count < NUM_ANNOTATIONS and str(image_id(count, self.camera)) in entries:
@@ -223,13 +224,24 @@ class GraspClutter6DReader(DerivedLabelFiles):
             raise DatasetFileError(self.scene_camera_path(scene),
                                    f'no image of camera {self.camera} (image ids '
                                    f'{image_id(0, self.camera)}, {image_id(1, self.camera)}, ...)')
+        later = [a for a in range(count + 1, NUM_ANNOTATIONS)
+                 if str(image_id(a, self.camera)) in entries]
+        if later:  # a hole, not a shorter scene: the frames after it would silently drop out
+            raise DatasetFileError(
+                self.scene_camera_path(scene),
+                f'no entry for image {image_id(count, self.camera)} (camera {self.camera}, '
+                f'annotation {count}) while annotation {later[0]}\'s image '
+                f'{image_id(later[0], self.camera)} is there: a camera\'s images must be '
+                f'annotations 0..F-1 without a gap')
         return count
 
     def _check_frame(self, scene: int, frame: int) -> None:
         n = self.num_frames(scene)
         if not 0 <= frame < n:
             raise ValueError(f'frame {frame} out of range: scene {scene} ({self.camera}) has '
-                             f'{n} annotations')
+                             f'{n} annotations in {self.scene_camera_path(scene)} (image ids '
+                             f'{", ".join(str(self.image_id(f)) for f in range(n))}; frame '
+                             f'{frame} is image {image_id(frame, self.camera)})')
 
     def _camera_entry(self, scene: int, frame: int) -> dict:
         path, entries = self.scene_camera_path(scene), self._camera_entries(scene)

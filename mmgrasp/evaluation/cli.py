@@ -1,9 +1,11 @@
-"""``mmgrasp-eval`` (and ``tools/analysis/eval_dump.py``): GraspNet-1Billion AP of a dump folder.
+"""``mmgrasp-eval`` (and ``tools/analysis/eval_dump.py``): GraspNet-1Billion AP of a dump folder,
+or GraspClutter6D's when DATA_ROOT is a GraspClutter6D root (``%06d`` scenes).
 
     mmgrasp-eval DATA_ROOT DUMP --camera realsense --split seen [--json OUT] [--nproc 4]
     mmgrasp-eval DATA_ROOT DUMP --camera kinect --scenes 100 101 --frame-stride 10
     mmgrasp-eval DATA_ROOT DUMP --camera realsense --split seen --scale-ap
     mmgrasp-eval DATA_ROOT DUMP --camera realsense --scenes 100 --frames 0 1 --diagnose DIR
+    mmgrasp-eval GC6D_ROOT DUMP --camera zivid --split test [--frames 0 4 8] [--json OUT]
 
 Prints AP, AP0.8 and AP0.4 (percent) over all frames and per split (``--scale-ap``: also
 Scale-Balanced-Grasp's AP by grasp width); ``--json`` writes them too. Per-scene results are
@@ -22,7 +24,7 @@ from .graspnet_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, e
                             scene_frames, summarize, write_json)
 from .report import results_table
 
-SPLIT_CHOICES = ('seen', 'similar', 'novel', 'all')
+SPLIT_CHOICES = ('seen', 'similar', 'novel', 'all', 'test')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -30,7 +32,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 description='GraspNet-1Billion AP of a dump folder')
     p.add_argument('data_root')
     p.add_argument('dump')
-    p.add_argument('--camera', required=True, choices=('realsense', 'kinect'))
+    p.add_argument('--camera', required=True,
+                   help='GraspNet-1Billion: realsense, kinect; GraspClutter6D (a root of '
+                        '%%06d scenes): realsense-d415, realsense-d435, azure-kinect, zivid or '
+                        'the aliases realsense, kinect')
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument('--split', choices=SPLIT_CHOICES,
                        help="the split's scenes present under DATA_ROOT")
@@ -83,8 +88,62 @@ def present_scenes(root: str, camera: str, split: str) -> List[int]:
                                           'annotations'))]
 
 
+def main_gc6d(args: argparse.Namespace) -> dict:
+    """GraspClutter6D's AP of a dump folder (``%06d/<camera>/%06d.npy``), the rules of
+    :mod:`.graspclutter6d_eval`, over the frames asked for (annotation indices 0..12), labelled
+    as ``tools/test.py`` labels them."""
+    from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader
+    from . import graspclutter6d_eval as gc6d
+    if args.scale_ap or args.diagnose or args.split not in (None, 'test', 'all'):
+        sys.exit('mmgrasp-eval: a GraspClutter6D root takes --split test (or --scenes), without '
+                 '--scale-ap / --diagnose (GraspNet-1Billion options)')
+    try:
+        reader = GraspClutter6DReader(args.data_root, args.camera)
+        test_split = reader.scene_ids('test')
+        scenes = args.scenes or test_split
+        run = {}
+        for s in scenes:
+            annotated = list(range(reader.num_frames(s)))
+            if args.frames is None:
+                run[s] = annotated[::args.frame_stride]
+            else:
+                missing = sorted(set(args.frames) - set(annotated))
+                if missing:
+                    raise FileNotFoundError(f'{reader.scene_camera_path(s)}: annotations '
+                                            f'{missing} have no {reader.camera} image')
+                run[s] = sorted(set(args.frames))
+        cov = gc6d.coverage(run, test_split)
+        if not cov['complete']:
+            if args.require_complete:
+                raise IncompleteEvaluation(f'{cov["label"]} ({cov["details"]})')
+            print(f'warning: mmgrasp-eval: {cov["label"]} ({cov["details"]})', file=sys.stderr)
+        accuracy = gc6d.evaluate_dump(args.data_root, args.dump, reader.camera, scenes,
+                                      args.nproc)
+    except (EvaluationError, FileNotFoundError, IncompleteEvaluation, ValueError) as err:
+        sys.exit(f'mmgrasp-eval: {err}')
+    figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})
+    settings = dict(camera=reader.camera, evaluator=gc6d.EVALUATOR_VERSION)
+    print()
+    print(results_table(figures, settings, cov))
+    if args.json:
+        write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
+                                   test_split=cov['complete'], coverage=cov,
+                                   dump_dir=args.dump))
+    return figures
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    from mmgrasp.datasets.layouts import detect_layout
+    try:
+        layout = detect_layout(args.data_root)
+    except (OSError, ValueError) as err:  # DatasetFileError names the folder
+        sys.exit(f'mmgrasp-eval: {err}')
+    if layout == 'graspclutter6d':
+        return main_gc6d(args)
+    if args.camera not in ('realsense', 'kinect'):
+        sys.exit(f'mmgrasp-eval: --camera {args.camera}: a GraspNet-1Billion root '
+                 f'({args.data_root}) has realsense and kinect')
     scenes = args.scenes or present_scenes(args.data_root, args.camera, args.split)
     try:
         if not scenes:

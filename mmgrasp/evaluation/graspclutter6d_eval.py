@@ -28,6 +28,7 @@ from typing import Dict, Iterable, List, Optional
 import numpy as np
 
 from mmgrasp.datasets.graspclutter6d_reader import NUM_ANNOTATIONS, GraspClutter6DReader
+from .coverage import describe_frames
 from .functional import evaluate_frame, transform_points
 from .functional.frame_eval import EVAL_FRICTION_COEFFICIENTS
 from .graspnet_eval import EvaluationError, load_dump
@@ -159,3 +160,22 @@ def summarize(accuracy: Dict[int, np.ndarray]) -> Dict[str, float]:
     a = np.concatenate([accuracy[s] for s in sorted(accuracy)], axis=0)
     return {'AP': 100.0 * float(a.mean()), 'AP0.4': 100.0 * float(a[:, :, 1].mean()),
             'AP0.8': 100.0 * float(a[:, :, 3].mean()), 'frames': int(len(a))}
+
+
+def coverage(run: Dict[int, List[int]], test_split: List[int]) -> dict:
+    """What ``run`` ({scene: annotation indices run}) covers of the test split's
+    ``13 × scenes`` frames, as :func:`mmgrasp.evaluation.coverage.coverage` says it for
+    GraspNet-1Billion: ``complete``, ``label`` ('' or "sampled: N of M frames, ..."),
+    ``frames``, ``official_frames``, ``details``."""
+    official = NUM_ANNOTATIONS * len(test_split)
+    frames = sum(len(f) for f in run.values())
+    complete = sorted(run) == sorted(test_split) and all(
+        len(f) == NUM_ANNOTATIONS for f in run.values())
+    label = '' if complete else \
+        f'sampled: {frames} of {official} frames, not comparable with published AP'
+    details = '; '.join(f'scene {s}: annotations {describe_frames(f)}' for s, f in run.items())
+    missing = sorted(set(test_split) - set(run))
+    if missing:
+        details += f'; test scenes not run: {", ".join(map(str, missing))}'
+    return dict(complete=complete, label=label, frames=frames, official_frames=official,
+                details=details)

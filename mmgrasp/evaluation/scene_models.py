@@ -3,8 +3,9 @@
 ``scenes/scene_%04d/<camera>/annotations/%04d.xml`` gives each frame's objects (id, name, path,
 translation, w x y z quaternion); ``models/%03d/nontextured.ply`` their vertices, downsampled
 at 8 mm as graspnetAPI does, and ``models/%03d/textured.sdf`` their dexnet SDFs. A process keeps
-what it parsed (LRU). The processes of one parallel evaluation also share it through a folder
-(:func:`share_parsed_models`): each text file is parsed by one of them and the others load the
+what it parsed (LRU, keyed by each file's path, size and modification time). The processes of
+one parallel evaluation also share it through a folder (:func:`share_parsed_models`): each text
+file is parsed by one of them and the others load the
 arrays, so reading the models does not cost every process the whole parse.
 """
 from __future__ import annotations
@@ -154,14 +155,29 @@ def _shared(path: str, parse: Callable[[], Dict[str, np.ndarray]]) -> Dict[str, 
     return arrays
 
 
-@functools.lru_cache(maxsize=256)
+def _version(path: str) -> tuple:
+    """What names one version of a model file: a file rewritten under the same path (another
+    size or modification time) is parsed again, never served from the old parse."""
+    st = os.stat(path)
+    return path, st.st_size, st.st_mtime_ns
+
+
 def _model_points(path: str) -> np.ndarray:
+    return _model_points_of(*_version(path))
+
+
+def _sdf(path: str) -> SignedDistanceField:
+    return _sdf_of(*_version(path))
+
+
+@functools.lru_cache(maxsize=256)
+def _model_points_of(path: str, size: int, mtime_ns: int) -> np.ndarray:
     return _shared(path, lambda: {'points': voxel_downsample(read_ply_points(path),
                                                              MODEL_VOXEL)})['points']
 
 
 @functools.lru_cache(maxsize=64)
-def _sdf(path: str) -> SignedDistanceField:
+def _sdf_of(path: str, size: int, mtime_ns: int) -> SignedDistanceField:
     arrays = _shared(path, lambda: dict(zip(('data', 'origin', 'resolution'),
                                             parse_dexnet_sdf(path))))
     return SignedDistanceField(arrays['data'], arrays['origin'], float(arrays['resolution']))
@@ -169,8 +185,8 @@ def _sdf(path: str) -> SignedDistanceField:
 
 def clear_asset_caches() -> None:
     """Forget the models and SDFs read so far (benchmarks time cold reads)."""
-    _model_points.cache_clear()
-    _sdf.cache_clear()
+    _model_points_of.cache_clear()
+    _sdf_of.cache_clear()
 
 
 def model_dirs(root: str, camera: str, scene: int) -> List[str]:

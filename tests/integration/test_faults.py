@@ -119,7 +119,6 @@ def test_a_training_whose_label_server_dies_stops_within_the_bound(scheme, synth
     """Training steps read the published store by URL; the server is killed after the first:
     the next step that needs a range stops the training with RemoteReadError naming the URL,
     within the timeout and retry budget."""
-    import time
 
     from mmgrasp.storage import RemoteReadError, publish_store
     from mmgrasp.storage.remote import store as remote_store
@@ -144,9 +143,12 @@ def test_a_training_whose_label_server_dies_stops_within_the_bound(scheme, synth
     data = model.data_preprocessor(pseudo_collate([dataset[0]]), True)
     model(**data, mode='loss')  # a step that read its ranges
     server.kill()
-    t0 = time.monotonic()
-    with pytest.raises(RemoteReadError, match=rf'{url}/store-[0-9a-f]+/\S+\.npy bytes \d+-\d+: '):
+    with pytest.raises(RemoteReadError, match=rf'{url}/store-[0-9a-f]+/\S+\.npy bytes \d+-\d+: '
+                       ) as err:
         for index in range(1, len(dataset)):
             data = model.data_preprocessor(pseudo_collate([dataset[index]]), True)
             model(**data, mode='loss')
-    assert time.monotonic() - t0 < read_bound(0.5, 2, 0.01) + 5.0
+    # the failed request's own duration (what the read path reports), not the wall clock
+    # around data loading and model steps, which machine load stretches: 1 s of slack for
+    # the client's timers and threads, far below a request that hangs
+    assert err.value.elapsed is not None and err.value.elapsed < read_bound(0.5, 2, 0.01) + 1.0

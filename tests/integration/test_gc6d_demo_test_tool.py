@@ -55,7 +55,8 @@ def test_gc6d_demo_checkpoint_gets_the_protocol_table(gc6d_root, tmp_path):
     assert 'GraspClutter6D evaluation of' in out.stdout
     table = out.stdout[out.stdout.index('| split |'):]
     rows = {line.split('|')[1].strip(): line for line in table.splitlines() if line.startswith('|')}
-    assert rows['all'].split('|')[2].strip() == '13'  # scene 3: 13 annotations, 3 dumped
+    assert rows['all'].split('|')[2].strip() == '3'  # scene 3: 3 of its 13 images on disk
+    assert '**sampled: 3 of 13 frames, not comparable with published AP**' in out.stdout
     for line in ('| camera | realsense-d435 |', '| max width | 0.14 m |',
                  '| table in collision check | none |', '| evaluator | mmgrasp-graspclutter6d-1',
                  '| background filter | 0.05 m from 8 mm voxel-sampled model points |',
@@ -66,6 +67,7 @@ def test_gc6d_demo_checkpoint_gets_the_protocol_table(gc6d_root, tmp_path):
     assert np.load(os.path.join(dump, '000003', 'realsense-d435', '000002.npy')).shape[1] == 17
     with open(os.path.join(dump, 'graspclutter6d_realsense-d435.json')) as f:
         payload = json.load(f)
-    assert payload['scenes'] == [3] and payload['test_split'] is True
+    assert payload['scenes'] == [3] and payload['test_split'] is False
+    assert payload['coverage']['details'] == 'scene 3: annotations 0-2'
     for key in ('AP', 'AP0.4', 'AP0.8'):
         assert 0.0 <= payload['figures'][key] <= 100.0

@@ -101,8 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _record(self, path, byte_range, status, sent, method: str = 'GET') -> None:
+        """Log a request; a stalled one was logged on arrival (status 0) and is updated."""
         with self.server.state.lock:
-            self.server.state.log.append(Logged(path, byte_range, status, sent, method))
+            entry = getattr(self, '_arrived', None)
+            if entry is None:
+                self.server.state.log.append(Logged(path, byte_range, status, sent, method))
+            else:
+                entry.status, entry.sent, self._arrived = status, sent, None
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
@@ -169,6 +174,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(path, byte_range, 0, 0)
             return self._reset()
         if fault is not None and fault.kind == 'stall':
+            # logged when it arrives: a request the client gave up on still reached the server
+            self._arrived = Logged(path, byte_range, 0, 0)
+            with state.lock:
+                state.log.append(self._arrived)
             time.sleep(fault.seconds)
         if fault is not None and fault.kind == 'status':
             return self._answer(path, byte_range, fault.status, b'injected fault')

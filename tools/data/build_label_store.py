@@ -66,7 +66,8 @@ def storage_options(pairs: List[str]) -> dict:
     secret = secret_paths(dict(storage_options=options))
     if secret:
         raise ValueError(f'--storage-option {", ".join(s.split(".", 1)[1] for s in secret)} looks '
-                         f'like a credential; credentials come from the environment (AWS_*, '
+                         f'like a credential (a secret or unknown obstore configuration key, see '
+                         f'mmgrasp.storage.secrets); credentials come from the environment (AWS_*, '
                          f'GOOGLE_*, AZURE_*) or the library\'s credential chain')
     return options
 

@@ -24,9 +24,11 @@ def write_gc6d_dump(dump_dir: str, sample: dict) -> int:
 class GraspClutter6DMetric(BaseMetric):
     """Dump each frame's grasps in GraspClutter6D's layout, then evaluate the scenes of the
     dumped frames with graspclutter6dAPI's ``eval_scene`` rules (see
-    :mod:`mmgrasp.evaluation.graspclutter6d_eval`): AP, AP0.4 and AP0.8 in percent over their
-    13 annotations each (a frame without a dump scores zeros). On the test split
-    (``grasp_test_scene_ids.json``) these are the benchmark's figures for the camera.
+    :mod:`mmgrasp.evaluation.graspclutter6d_eval`): AP, AP0.4 and AP0.8 in percent over the
+    frames run. When those are all 13 annotations of every test scene
+    (``grasp_test_scene_ids.json``) these are the benchmark's figures for the camera; otherwise
+    the JSON's ``coverage`` labels them "sampled: N of M frames" (``test_split`` false) and
+    the frames not run are left out rather than scored zero.
 
     Figures go to ``<dump_dir>/graspclutter6d_<camera>.json``.
 
@@ -67,16 +69,23 @@ class GraspClutter6DMetric(BaseMetric):
                                  f'camera {sample["camera"]!r}: set the metric to the dataset '
                                  f'camera')
             write_gc6d_dump(self.dump_dir, sample)
-            self.results.append(int(sample['scene']))
+            self.results.append((int(sample['scene']), int(sample['frame'])))
 
-    def compute_metrics(self, results: List[int]) -> Dict[str, float]:
-        scenes = sorted(set(results))
+    def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
+        run: Dict[int, List[int]] = {}
+        for scene, frame in results:
+            run.setdefault(scene, []).append(frame)
+        run = {s: sorted(set(f)) for s, f in sorted(run.items())}
+        scenes = list(run)
         accuracy = gc6d.evaluate_dump(self.data_root, self.dump_dir, self.camera, scenes,
                                       self.nproc, self.sdf_sample_seed)
-        figures = gc6d.summarize(accuracy)
         test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
+        covered = gc6d.coverage(run, test_split)
+        # the frames run only: a frame not run (a sample, or a dump left in the folder by
+        # another run) would score zeros, or another run's grasps, as if it had been run
+        figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})
         payload = dict(figures=figures, scenes=scenes, camera=self.camera,
-                       test_split=scenes == test_split, protocol=self.protocol,
+                       test_split=covered['complete'], coverage=covered, protocol=self.protocol,
                        settings=self.settings, dump_dir=os.path.abspath(self.dump_dir))
         path = os.path.join(self.dump_dir, f'graspclutter6d_{self.camera}.json')
         write_json(path, payload)

@@ -408,7 +408,8 @@ def open_remote_label_store(url: str, cache_dir: Optional[str] = None,
     secret = secret_paths(dict(storage_options=storage_options or {}))
     if secret:
         raise LabelStoreError(
-            f'remote label store {url}: {", ".join(secret)} looks like a credential; a config is '
+            f'remote label store {url}: {", ".join(secret)} looks like a credential (a secret or '
+            f'unknown obstore configuration key, see mmgrasp.storage.secrets); a config is '
             f'logged, dumped into the work dir and stored in every checkpoint, so credentials '
             f'stay out of it: set them in the environment (e.g. AWS_ACCESS_KEY_ID, '
             f'AWS_SECRET_ACCESS_KEY, AWS_PROFILE) or the library\'s own configuration '

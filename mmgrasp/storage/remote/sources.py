@@ -13,7 +13,8 @@ retries. So a request ends within ``timeout × (1 + retries)`` plus the backoffs
 (:func:`read_bound`). Credentials come from the environment or the library's credential chain
 (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, instance metadata), never from a config
 (:mod:`mmgrasp.storage.secrets`); ``storage_options`` carries the store's other configuration
-keys (``endpoint``, ``region``, ``virtual_hosted_style_request``, ``skip_signature``, …).
+keys (``endpoint``, ``region``, ``virtual_hosted_style_request``, ``skip_signature``, …; the
+names :data:`mmgrasp.storage.secrets.STORE_KEYS` holds for the URL's scheme, none for HTTP).
 Plain-HTTP endpoints are allowed (an S3-compatible server on a cluster's own network, MinIO,
 moto in the tests); an ``https://`` endpoint stays TLS.
 
@@ -23,10 +24,13 @@ missing or another version.
 """
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Dict, Optional, Tuple
 from urllib.parse import urlsplit
+
+from ..secrets import unknown_store_keys
 
 _URL = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*://')
 #: Option names that set what RemoteOptions sets (timeouts and retries at one level only).
@@ -43,12 +47,16 @@ def join_url(root: str, *parts: str) -> str:
 
 
 class RemoteReadError(OSError):
-    """A remote read that failed; names the URL and the byte range ([start, stop))."""
+    """A remote read that failed; names the URL and the byte range ([start, stop)).
+    ``elapsed``: the seconds the failed request took, its retries included (None where no
+    request was made), measured around the request alone so that it can be held against
+    :func:`read_bound` whatever else the process was doing."""
 
     def __init__(self, url: str, start: Optional[int], stop: Optional[int], reason: str):
         where = url if start is None else f'{url} bytes {start}-{stop - 1}'
         super().__init__(f'{where}: {reason}')
         self.url, self.start, self.stop, self.reason = url, start, stop, reason
+        self.elapsed: Optional[float] = None
 
 
 class RemoteNotFound(RemoteReadError):
@@ -125,6 +133,11 @@ class ObjectSource:
             except ImportError as exc:
                 raise ImportError('remote label stores read through obstore: pip install '
                                   '"mmgrasp[remote]"') from exc
+            unknown = unknown_store_keys(urlsplit(base).scheme, self.storage_options)
+            if unknown:  # obstore would refuse them too, or panic on a client option
+                raise RemoteReadError(url, None, None, f'cannot open a client for {base}: '
+                                      f'storage_options {unknown} are no obstore configuration '
+                                      f'keys of this scheme (see mmgrasp.storage.secrets)')
             options = dict(client_options=self._client_options(),
                            retry_config=self._retry_config())
             if not base.startswith(('http://', 'https://', 'file://')):
@@ -160,11 +173,14 @@ class ObjectSource:
         options = dict(range=(start, stop))
         if tag:
             options['if_match'] = tag
+        begin = time.monotonic()
         try:
             result = obstore.get(store, path, options=options)
             data = result.bytes()
         except Exception as exc:  # noqa: BLE001 - every transport error of every scheme
-            raise self._error(url, start, stop, exc) from exc
+            error = self._error(url, start, stop, exc)
+            error.elapsed = time.monotonic() - begin
+            raise error from exc
         meta = result.meta
         got_tag = meta.get('e_tag') or ''
         if tag and got_tag != tag:  # a server that ignores If-Match

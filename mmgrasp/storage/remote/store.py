@@ -25,8 +25,9 @@ read at another URL (published to ``file://``, served over HTTP) pins each file'
 its first answer instead.
 
 Faults: retries and timeouts are obstore's alone (:mod:`.sources`), so each request ends within
-:func:`~.sources.read_bound`; the first range of a read that fails cancels the ranges still
-queued and the read raises at once, naming the URL and the byte range. A block reaches the
+:func:`~.sources.read_bound`; the first range of a read that fails stops the ranges still
+queued (none of them sends a request: at most ``concurrency × (1 + retries)`` requests in all)
+and the read raises at once, naming the URL and the byte range. A block reaches the
 cache only from an answer that passed every check, so what is cached stays true whatever
 failed.
 """
@@ -235,7 +236,7 @@ class RemoteStore:
         todo = [rel for rel, entry in sorted(self.manifest['files'].items())
                 if rel.rsplit('/', 1)[-1] in _MIRRORED
                 and not _has_size(os.path.join(self.mirror, rel), entry['size'])]
-        _finish([self._pool_submit(self._fetch_whole, rel) for rel in todo])
+        _run_all(self._pool_submit, [(self._fetch_whole, rel) for rel in todo])
         path = os.path.join(self.mirror, MANIFEST)
         _write_atomic(path, json.dumps(self.manifest, indent=1).encode())
 
@@ -349,9 +350,9 @@ class RemoteStore:
                 f, before = missing.get(plan.file.key, (plan.file, plan.missing[:0]))
                 missing[f.key] = (f, np.union1d(before, plan.missing))
             gap = self._read_gap([blocks for _, blocks in missing.values()])
-            jobs = [self._pool_submit(self._fetch_blocks, f, first, stop)
-                    for f, blocks in missing.values() for first, stop in self._ranges(blocks, gap)]
-            _finish(jobs)
+            jobs = _run_all(self._pool_submit, [
+                (self._fetch_blocks, f, first, stop)
+                for f, blocks in missing.values() for first, stop in self._ranges(blocks, gap)])
             for plan, out_bytes in plans:
                 plan.extract(out_bytes)
         with self._lock:
@@ -439,15 +440,32 @@ class _FilePlan:
         np.take(table.reshape(-1, rb), self.keys, axis=0, out=out_bytes[start:stop])
 
 
-def _finish(jobs: List) -> None:
-    """Wait for every job; at the first failure cancel the ones not started and raise it (the
-    ones in flight end within their own bound and only ever store checked blocks)."""
+def _run_all(submit, calls: List[tuple]) -> List:
+    """Run ``calls`` ((fn, *args) each) through ``submit`` and wait for all; the first failure
+    raises at once and no queued call sends a request after it. The failing call stops the
+    others itself, before its pool thread is free to start the next one (cancelling from the
+    waiting thread comes too late for that); the calls in flight end within their own bound
+    and only ever store checked blocks. Returns the jobs."""
+    stop = threading.Event()
+
+    def guarded(fn, *args):
+        if stop.is_set():
+            return None  # the read has failed: this range is never asked for
+        try:
+            return fn(*args)
+        except BaseException:
+            stop.set()
+            raise
+
+    jobs = [submit(guarded, *call) for call in calls]
     done, pending = wait(jobs, return_when=FIRST_EXCEPTION)
     failed = [job for job in done if job.exception() is not None]
     if failed:
+        stop.set()
         for job in pending:
             job.cancel()
         failed[0].result()
+    return jobs
 
 
 def _has_size(path: str, size: int) -> bool:

@@ -2,6 +2,7 @@
 graspclutter6dAPI reads them, and an error naming the file for every inconsistency."""
 import json
 import os
+import re
 import shutil
 
 import cv2
@@ -173,3 +174,38 @@ def test_collision_rows_must_match_label_points(copy):
     np.savez(path, *masks)
     with pytest.raises(DatasetFileError, match=r"000002\.npz: 'arr_0' has \d+ rows but instance 0"):
         open_label_store(GraspClutter6DReader(copy), os.path.join(copy, '..', 'cache'))
+
+
+def _reader_without_image(gc6d_root, tmp_path, annotation):
+    root = str(tmp_path / 'gc6d')
+    shutil.copytree(os.path.join(gc6d_root, 'scenes', '000003'),
+                    os.path.join(root, 'scenes', '000003'))
+    reader = GraspClutter6DReader(root, 'realsense-d435')
+    path = reader.scene_camera_path(3)
+    with open(path) as f:
+        entries = json.load(f)
+    del entries[str(reader.image_id(annotation))]
+    with open(path, 'w') as f:
+        json.dump(entries, f)
+    return reader, path
+
+
+def test_a_missing_image_inside_the_annotations_names_file_and_image(gc6d_root, tmp_path):
+    """scene_camera.json without annotation 1's image (annotation 2's is there): an error
+    naming the file and image id, not a scene that silently has one frame."""
+    reader, path = _reader_without_image(gc6d_root, tmp_path, 1)
+    image = reader.image_id(1)
+    with pytest.raises(DatasetFileError, match=rf"{re.escape(path)}.*no entry for image {image} "
+                                               rf"\(camera realsense-d435, annotation 1\) while "
+                                               rf"annotation 2's image {reader.image_id(2)}"):
+        reader.num_frames(3)
+
+
+def test_a_frame_past_the_last_image_names_file_and_images(gc6d_root, tmp_path):
+    reader, path = _reader_without_image(gc6d_root, tmp_path, 2)  # a shorter scene: allowed
+    assert reader.num_frames(3) == 2
+    with pytest.raises(ValueError, match=rf'frame 2 out of range: scene 3 \(realsense-d435\) has '
+                                         rf'2 annotations in {re.escape(path)} \(image ids '
+                                         rf'{reader.image_id(0)}, {reader.image_id(1)}; frame 2 '
+                                         rf'is image {reader.image_id(2)}\)'):
+        reader._check_frame(3, 2)

@@ -14,8 +14,8 @@ from mmgrasp.storage import LabelStoreError, open_remote_label_store
 SECRET, KEY_ID = 'wJalrXUtnFEMI-K7MDENG-secret', 'AKIAIOSFODNN7EXAMPLE'
 TOKEN = 'FQoGZXIvYXdzE-token'
 REMOTE = dict(gap=4096, storage_options=dict(
-    key=KEY_ID, secret=SECRET, client_kwargs=dict(endpoint_url='http://127.0.0.1:9',
-                                                  aws_session_token=TOKEN)))
+    access_key_id=KEY_ID, secret_access_key=SECRET, endpoint='http://127.0.0.1:9',
+    aws_session_token=TOKEN))
 
 
 class _Line(BaseModel):
@@ -36,9 +36,10 @@ def test_hash_input_is_redacted_and_ignores_the_secret():
     cfg = dict(model=dict(type='X'), remote=REMOTE)
     digest, text = config_hash(cfg)
     _assert_no_secret(text, 'the hashed config')
-    assert canonical_config(cfg)['remote']['storage_options']['client_kwargs'][
-        'endpoint_url'] == 'http://127.0.0.1:9'  # what is not a secret stays
-    other = dict(remote=dict(REMOTE, storage_options=dict(REMOTE['storage_options'], secret='x')))
+    assert canonical_config(cfg)['remote']['storage_options'][
+        'endpoint'] == 'http://127.0.0.1:9'  # what is not a secret stays
+    other = dict(remote=dict(REMOTE, storage_options=dict(REMOTE['storage_options'],
+                                                          secret_access_key='x')))
     assert config_hash(dict(model=dict(type='X'), **other))[0] == digest
 
 
@@ -66,9 +67,10 @@ def test_checkpoint_and_dumped_config_hold_no_secret(tmp_path):
 
 
 @pytest.mark.parametrize('name', ['secret', 'key', 'password', 'aws_secret_access_key',
-                                  'aws_session_token', 'azure_storage_sas_key'])
+                                  'aws_session_token', 'azure_storage_sas_key',
+                                  'sse_customer_key_base64', 'encryption_key'])
 def test_remote_store_refuses_credentials_in_its_options(tmp_path, name):
-    options = dict(storage_options={name: 'x', 'endpoint_url': 'http://127.0.0.1:9'})
+    options = dict(storage_options={name: 'x', 'endpoint': 'http://127.0.0.1:9'})
     with pytest.raises(LabelStoreError, match=f'storage_options.{name} looks like a credential'
                                               f'.*AWS_ACCESS_KEY_ID'):
         open_remote_label_store('s3://bucket/store', str(tmp_path), options)
@@ -82,12 +84,12 @@ def test_tools_refuse_a_config_with_credentials_before_the_runner_logs_it(tmp_pa
     from mmgrasp.utils import apply_cli_options
     cfg = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
         type='SampleGraspLabels', store_url='s3://bucket/store',
-        storage_options=dict(anon=False, secret='wJalrXUtnFEMI-K7MDENG-secret'))]))))
+        storage_options=dict(skip_signature=False, secret_access_key=SECRET))]))))
     with pytest.raises(SystemExit) as err:
         apply_cli_options(cfg, 'my_config.py', None, str(tmp_path))
-    assert 'storage_options.secret' in str(err.value) and 'wJalrX' not in str(err.value)
+    assert 'storage_options.secret_access_key' in str(err.value) and 'wJalrX' not in str(err.value)
     clean = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
-        type='SampleGraspLabels', storage_options=dict(anon=True))]))))
+        type='SampleGraspLabels', storage_options=dict(skip_signature=True))]))))
     assert apply_cli_options(clean, 'my_config.py', None, str(tmp_path)).work_dir == str(tmp_path)
     with pytest.raises(SystemExit, match='password'):
         apply_cli_options(clean, 'my_config.py', {'env_cfg.password': 'x'}, str(tmp_path))

@@ -35,9 +35,43 @@ def test_metric_dumps_and_evaluates_the_test_scene(gc6d_root, tmp_path):
     assert sorted(os.listdir(tmp_path / '000003' / 'azure-kinect')) == \
         ['000003.npy', '000007.npy', '000011.npy']  # 4 * annotation + 3
     figures = metric.compute_metrics(metric.results)
-    assert set(figures) == {'AP', 'AP0.4', 'AP0.8', 'frames'} and figures['frames'] == 13
+    assert set(figures) == {'AP', 'AP0.4', 'AP0.8', 'frames'} and figures['frames'] == 3
     with open(tmp_path / 'graspclutter6d_azure-kinect.json') as f:
         payload = json.load(f)
-    assert payload['test_split'] is True and payload['protocol']['max width'] == '0.14 m'
+    assert payload['protocol']['max width'] == '0.14 m'
+    # the session data holds 3 of scene 3's 13 annotated images: a sample, labelled so
+    assert payload['test_split'] is False and payload['coverage']['label'] == \
+        'sampled: 3 of 13 frames, not comparable with published AP'
+    assert payload['coverage']['details'] == 'scene 3: annotations 0-2'
     with pytest.raises(ValueError, match="got a frame of camera 'zivid'"):
         metric.process(None, [dict(samples[0], camera='zivid')])
+
+
+def test_a_sample_is_scored_on_the_frames_run_only(gc6d_root, tmp_path):
+    """``--frames 0 2``: the AP is that of frames 0 and 2 (not 13 with zeros for the others),
+    labelled sampled; a dump another run left in the folder is not evaluated."""
+    from mmgrasp.evaluation import graspclutter6d_eval as gc6d
+    reader = GraspClutter6DReader(gc6d_root, 'kinect')
+    metric = GraspClutter6DMetric(gc6d_root, camera='kinect', dump_dir=str(tmp_path))
+    stale = dict(scene=3, frame=1, camera='azure-kinect', pred_grasps=_grasps(reader, 3, 1))
+    metric.process(None, [stale])  # an earlier run's dump of frame 1
+    metric.results.clear()
+    metric.process(None, [dict(scene=3, frame=f, camera='azure-kinect',
+                               pred_grasps=_grasps(reader, 3, f)) for f in (0, 2)])
+    figures = metric.compute_metrics(metric.results)
+    accuracy = gc6d.evaluate_dump(gc6d_root, str(tmp_path), 'kinect', [3])[3]
+    assert figures['frames'] == 2  # not 13 (zeros for the rest), not 3 (the stale dump)
+    assert figures['AP'] == pytest.approx(100.0 * accuracy[[0, 2]].mean())
+    with open(tmp_path / 'graspclutter6d_azure-kinect.json') as f:
+        coverage = json.load(f)['coverage']
+    assert coverage['label'] == 'sampled: 2 of 13 frames, not comparable with published AP'
+    assert coverage['details'] == 'scene 3: annotations 0, 2'
+
+
+def test_coverage_of_a_whole_test_split_is_complete():
+    from mmgrasp.evaluation.graspclutter6d_eval import coverage as gc6d_coverage
+    whole = gc6d_coverage({3: list(range(13)), 5: list(range(13))}, [3, 5])
+    assert whole['complete'] and whole['label'] == '' and whole['official_frames'] == 26
+    part = gc6d_coverage({3: list(range(13))}, [3, 5])
+    assert not part['complete'] and part['label'].startswith('sampled: 13 of 26 frames')
+    assert part['details'].endswith('test scenes not run: 5')

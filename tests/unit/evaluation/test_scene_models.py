@@ -1,5 +1,7 @@
 """Model files as graspnetAPI's open3d reader sees them: ASCII PLY values are doubles parsed from
 their text, binary ``float`` values are float32 widened (issue 23 item 3)."""
+import os
+
 import numpy as np
 import pytest
 from plyfile import PlyData, PlyElement
@@ -87,3 +89,28 @@ def test_truncated_or_broken_files_name_the_file(tmp_path, text):
                 'end_header\n1 2\n')
     with pytest.raises(ValueError, match='m.ply.*lack x, y or z'):
         scene_models.read_ply_points(path)
+
+
+def _write_points(path, points):
+    vertex = np.array([tuple(p) for p in points], dtype=[('x', 'f4'), ('y', 'f4'), ('z', 'f4')])
+    PlyData([PlyElement.describe(vertex, 'vertex')]).write(str(path))
+
+
+def test_a_model_rewritten_under_the_same_path_is_parsed_again(tmp_path):
+    """The in-process cache is keyed by path, size and modification time: a rewritten model
+    file (same path, even the same size) is never served from the old parse."""
+    from mmgrasp.evaluation.functional import write_dexnet_sdf
+    ply, sdf = tmp_path / 'nontextured.ply', tmp_path / 'textured.sdf'
+    first, second = np.zeros((1, 3), np.float32), np.full((1, 3), 0.5, np.float32)
+    _write_points(ply, first)
+    write_dexnet_sdf(str(sdf), np.arange(8.).reshape(2, 2, 2) * 1e-3 - 3.5e-3, np.zeros(3), 0.01)
+    assert np.array_equal(scene_models._model_points(str(ply)), first)
+    assert float(scene_models._sdf(str(sdf)).data.max()) == pytest.approx(3.5e-3)
+    size = (ply.stat().st_size, sdf.stat().st_size)
+    _write_points(ply, second)
+    write_dexnet_sdf(str(sdf), np.arange(8.).reshape(2, 2, 2) * 2e-3 - 7e-3, np.zeros(3), 0.01)
+    for path in (ply, sdf):  # a later modification time, whatever the clock's granularity
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10 ** 9))
+    assert (ply.stat().st_size, sdf.stat().st_size) == size  # same size: only mtime tells
+    assert np.array_equal(scene_models._model_points(str(ply)), second)
+    assert float(scene_models._sdf(str(sdf)).data.max()) == pytest.approx(7e-3)

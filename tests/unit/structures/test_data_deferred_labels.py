@@ -151,11 +151,17 @@ def _wrap(module, name, change):
     return module, name, lambda *args, **kwargs: change(original, *args, **kwargs)
 
 
-def _buffer_without_resizing(self, nbytes):
-    if self._storage is None:
-        self._storage = torch.empty(max(nbytes, 64), dtype=torch.uint8)
-        self._array = self._storage.numpy()
-    return self._storage[:nbytes], self._array[:nbytes]
+class _BufferWithoutResizing(read_common.ReadBuffer):
+    """A buffer that keeps its first (small) allocation for every read, CPU reads included."""
+
+    def acquire(self, nbytes):
+        if self._storage is None:
+            self._storage = torch.empty(max(nbytes, 64), dtype=torch.uint8)
+            self._array = self._storage.numpy()
+        return self._storage[:nbytes], self._array[:nbytes]
+
+    def to_device(self, host, device):
+        return host
 
 
 MUTATIONS = {
@@ -173,7 +179,7 @@ MUTATIONS = {
         rows, None if views is None else (views + 1) % v, v)),
     'rows not expanded in request order': _wrap(
         read_common, 'distinct_in_file_order', lambda f, *a: (*f(*a)[:2], np.sort(f(*a)[2]))),
-    'buffer reused without resizing': (read_common.ReadBuffer, 'acquire', _buffer_without_resizing),
+    'buffer reused without resizing': (read_common, 'ReadBuffer', _BufferWithoutResizing),
     'collision rows of other requests': _wrap(
         read_rows, 'unpack_bits', lambda f, packed, cells: f(packed.flip(0), cells)),
     'tolerance levels looked up in the first object radii': _wrap(
@@ -187,7 +193,7 @@ MUTATIONS = {
 def test_mutations_are_caught(synthetic_root, monkeypatch, mutation):
     module, name, value = MUTATIONS[mutation]
     monkeypatch.setattr(module, name, value)
-    if module is read_common.ReadBuffer:  # a fresh pool: no buffer sized by an earlier test
+    if name == 'ReadBuffer':  # a fresh pool: no buffer sized by an earlier test
         monkeypatch.setattr(read_common, '_buffers', read_common.BufferPool())
     with pytest.raises((AssertionError, ValueError, IndexError, RuntimeError)):
         run_all_checks(synthetic_root)

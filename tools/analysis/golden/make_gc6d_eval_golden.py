@@ -26,6 +26,7 @@ sorted by predicted score, their friction score or -1, the collision-or-empty ma
 """
 import argparse
 import contextlib
+import importlib.metadata
 import io
 import json
 import os
@@ -64,14 +65,14 @@ class _OutOfBoundsCounter:
 
 def main(argv=None):
     args = parse_args(argv)
-    import graspclutter6dAPI
     import open3d
     from graspclutter6dAPI import GraspClutter6DEval
     dumps = dict(d.split('=', 1) for d in args.dump)
     os.makedirs(args.out, exist_ok=True)
     counter = _OutOfBoundsCounter()
     golden = {'seed': args.seed, 'cameras': args.cameras,
-              'graspclutter6dAPI': getattr(graspclutter6dAPI, '__version__', None) or '0.0.3',
+              # the installed distribution's version: the module's __version__ still says 0.0.1
+              'graspclutter6dAPI': importlib.metadata.version('graspclutter6dAPI'),
               'numpy': np.__version__, 'open3d': open3d.__version__,
               'python': platform.python_version(), 'meta': {}, 'dumps': {}}
     if args.dataset_info:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""Golden AP by grasp width: Scale-Balanced-Grasp's ``evaluate_scale.py`` protocol run with
-graspnetAPI, for mmgrasp's scale-split AP to reproduce.
+"""Golden AP by grasp width: Scale-Balanced-Grasp's ``evaluate_scale.py`` protocol, re-typed
+here as the graspnetAPI calls it makes, for mmgrasp's scale-split AP to reproduce. SBG's script
+itself is not run; what it does was read from its source at @5904d5f.
 
 Runs ONLY in graspnetAPI's own environment (setup_graspnetapi_env.sh; numpy 1.23.4).
 
@@ -170,8 +171,9 @@ def main(argv=None):
     counter = _OutOfBoundsCounter()
     ge = GraspNetEval(args.root, args.camera, split='custom')
     ge.sceneIds = list(args.scenes)
-    golden = {'protocol': 'Scale-Balanced-Grasp evaluate_scale.py (5 per object, TOP_K 20, '
-                          'cut at rank 50)',
+    golden = {'protocol': "SBG evaluate_scale.py's protocol (@5904d5f: 5 per object, TOP_K 20, "
+                          'cut at rank 50) re-typed over graspnetAPI in make_scale_golden.py; '
+                          "SBG's script itself was not run",
               'camera': args.camera, 'scene_ids': list(args.scenes), 'frames': args.frames,
               'seed': args.seed, 'top_k': TOP_K, 'per_object': PER_OBJECT,
               'sizes': {k: [float(a), float(b)] for k, (a, b) in SIZES.items()},
