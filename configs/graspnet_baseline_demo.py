@@ -15,4 +15,6 @@ model = dict(
     operation=dict(hidden=32),
     tolerance=dict(hidden=32))
 train_cfg = dict(max_epochs=4)
+# epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
+custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))

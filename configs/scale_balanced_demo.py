@@ -15,7 +15,9 @@ model = dict(
     crop=dict(nsample=32, channels=(16, 32, 64)),
     operation=dict(hidden=32),
     tolerance=dict(hidden=32))
+# epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'),
-                dict(type='ScaleStatisticHook', num_frames=16, min_count=1)]
+                dict(type='ScaleStatisticHook', num_frames=16, min_count=1),
+                dict(type='InitialCheckpointHook')]
 train_cfg = dict(max_epochs=4)
 default_hooks = dict(logger=dict(interval=4))

@@ -4,13 +4,19 @@
     python demo/grasp_demo.py DEPTH.png (--intrinsics K.npy | --meta meta.mat) --config CONFIG \
         --checkpoint W (--mask MASK.png | --all-readings) [--factor-depth 1000] [--rgb RGB.png] \
         [--top-k 20] [--view camera|side] --out grasps.png
+    python demo/grasp_demo.py --data-root ROOT --scene 100 --frame 0 [--camera realsense] \
+        --config CONFIG --checkpoint W [--top-k 20] [--view camera|side] --out grasps.png
 
 DEPTH is a 16-bit PNG (metres × factor depth), K.npy the (3, 3) camera matrix; ``--meta`` reads
 both the matrix (``intrinsic_matrix``) and the depth factor (``factor_depth``) from a GraspNet
 meta file instead (``scenes/*/<camera>/meta/%04d.mat``, or graspnet-baseline's
 ``doc/example_data/meta.mat``). MASK is the workspace
 (non-zero pixels kept; the models were trained on the dataset's workspace, see GraspInferencer;
-``--all-readings`` instead keeps every reading). The picture
+``--all-readings`` instead keeps every reading). ``--data-root/--scene/--frame`` takes a
+dataset frame instead: its depth, meta and RGB image, and its workspace by the dataset's own rule
+(the segmentation and the camera's table pose, margin from the config's ``LoadGraspScene``; the
+frame's meta file alone cannot give it: the table pose lives in the scene's camera poses), so
+the grasps are the ones tools/test.py dumps for that frame. The picture
 has the depth image's size: from the camera (``--view camera``) the RGB image or the cloud
 coloured by depth, from the side (``--view side``: the cloud turned 45° about the camera's x
 axis, looking along the table) the cloud in its RGB colours or by depth; on it the ``top-k``
@@ -20,6 +26,7 @@ offscreen with matplotlib's Agg backend (comes with mmengine, needs no display o
 config (e.g. the collision filter's ``model.test_cfg.collision_thresh``).
 """
 import argparse
+import os
 import sys
 
 import cv2
@@ -30,13 +37,15 @@ from mmengine.config import Config, DictAction
 from mmgrasp.apis import GraspInferencer, read_depth
 from mmgrasp.apis.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
                                         top_grasps)
+from mmgrasp.datasets.layouts import open_reader
+from mmgrasp.storage.frames.store import frame_workspace
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('depth', help='16-bit depth PNG')
-    camera = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument('depth', nargs='?', help='16-bit depth PNG (not with --scene)')
+    camera = parser.add_mutually_exclusive_group()
     camera.add_argument('--intrinsics', help='(3, 3) camera matrix, .npy')
     camera.add_argument('--meta', help='GraspNet meta .mat: intrinsic_matrix and factor_depth')
     parser.add_argument('--config', required=True)
@@ -47,6 +56,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--mask', help='workspace mask PNG (non-zero: keep)')
     parser.add_argument('--all-readings', action='store_true',
                         help='no workspace mask: keep every reading (not what the models saw)')
+    parser.add_argument('--data-root', help='dataset root of --scene/--frame')
+    parser.add_argument('--scene', type=int, help="a dataset frame: its depth, meta, RGB and "
+                        "the dataset's workspace")
+    parser.add_argument('--frame', type=int, help='frame index in --scene')
+    parser.add_argument('--camera', default=None, help="camera of --scene (default: the "
+                        "layout's, realsense)")
     parser.add_argument('--rgb', help='colour image of the same size, drawn instead of depth')
     parser.add_argument('--top-k', type=int, default=20)
     parser.add_argument('--view', choices=('camera', 'side'), default='camera')
@@ -90,29 +105,62 @@ def _image(path: str, shape, what: str) -> np.ndarray:
     return image
 
 
+def dataset_frame(args: argparse.Namespace, cfg: Config) -> tuple:
+    """(depth, intrinsics, factor depth, workspace, RGB path or None) of ``--scene/--frame``:
+    the workspace by the dataset's rule with the margin of the config's ``LoadGraspScene``."""
+    if args.scene is None or args.frame is None or args.data_root is None:
+        raise SystemExit('a dataset frame needs --data-root, --scene and --frame')
+    given = [flag for name, flag in (('depth', 'DEPTH.png'), ('intrinsics', '--intrinsics'),
+                                     ('meta', '--meta'), ('mask', '--mask'),
+                                     ('all_readings', '--all-readings'))
+             if getattr(args, name)]
+    if given:
+        raise SystemExit(f'--scene/--frame reads the depth, meta and workspace of the frame: '
+                         f'drop {", ".join(given)}')
+    load = cfg.test_dataloader.dataset.pipeline[0]
+    try:
+        reader = open_reader(args.data_root, args.camera)
+        depth = reader.load_depth(args.scene, args.frame)
+        meta = reader.load_meta(args.scene, args.frame)
+        mask = (frame_workspace(reader, args.scene, args.frame, float(load.get('outlier', 0.02)))
+                if load.get('use_workspace', True) else depth > 0)
+    except ValueError as err:  # DatasetFileError names the file; a bad frame its range
+        raise SystemExit(str(err)) from None
+    rgb = reader.frame_path(args.scene, 'rgb', args.frame)
+    return depth, meta.intrinsics, meta.factor_depth, mask, rgb if os.path.isfile(rgb) else None
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    depth = read_depth(args.depth)
-    if args.meta:
-        intrinsics, meta_factor = read_meta(args.meta)
-    else:
-        intrinsics, meta_factor = np.load(args.intrinsics), 1000.0
-    factor_depth = meta_factor if args.factor_depth is None else args.factor_depth
-    if args.mask is None and not args.all_readings:
-        raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings)')
-    mask = depth > 0 if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
-    if mask.ndim == 3:
-        mask = mask.any(axis=-1)
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
+    if args.scene is not None or args.frame is not None:
+        depth, intrinsics, meta_factor, mask, frame_rgb = dataset_frame(args, cfg)
+    else:
+        if args.depth is None or not (args.intrinsics or args.meta):
+            raise SystemExit('give DEPTH.png with --intrinsics K.npy or --meta meta.mat, or a '
+                             'dataset frame: --data-root ROOT --scene S --frame F')
+        depth = read_depth(args.depth)
+        if args.meta:
+            intrinsics, meta_factor = read_meta(args.meta)
+        else:
+            intrinsics, meta_factor = np.load(args.intrinsics), 1000.0
+        if args.mask is None and not args.all_readings:
+            raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings, or a '
+                             "dataset frame's own: --data-root ROOT --scene S --frame F)")
+        mask = depth > 0 if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
+        if mask.ndim == 3:
+            mask = mask.any(axis=-1)
+        frame_rgb = None
+    factor_depth = meta_factor if args.factor_depth is None else args.factor_depth
     inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
     grasps = inferencer(depth, intrinsics, factor_depth, mask)
     if args.save_grasps:
         np.save(args.save_grasps, grasps)
     rgb = None
-    if args.rgb:
-        rgb = _image(args.rgb, depth.shape, 'RGB image')
+    if args.rgb or frame_rgb:
+        rgb = _image(args.rgb or frame_rgb, depth.shape, 'RGB image')
         rgb = cv2.cvtColor(rgb[..., :3], cv2.COLOR_BGR2RGB).astype(np.float64) / 255
     shown = top_grasps(grasps, args.top_k)
     title = (f'top {len(shown)} of {len(grasps)} grasps, best score {grasps[0, 0]:.3f}'

@@ -5,7 +5,7 @@ the protocol's settings printed with the table).
     python tools/test.py CONFIG CHECKPOINT [--dump DIR] [--nproc N] [--collision-thresh T]
                          [--scale-ap] [--frame-stride K | --frames F ...] [--require-complete]
                          [--dump-only] [--work-dir DIR] [--cfg-options ...]
-                         [--launcher {none,pytorch,slurm}]
+                         [--launcher {none,pytorch,slurm}] [--show-dir DIR [--show-top-k 20]]
 
 Writes ``<dump>/scene_%04d/<camera>/%04d.npy`` per frame, (M, 17) float32 rows of score,
 width, height, depth, rotation (3×3), translation and object id (graspnetAPI's GraspGroup
@@ -18,6 +18,8 @@ scene's frames; a sample or a split with scenes missing on disk is labelled "sam
 frames, not comparable with published AP" in the table, the JSON and the backends
 (``--require-complete`` makes it an error). A ``--dump`` folder that already holds files is
 refused unless ``--overwrite`` (then the frames run replace their dumps; others stay, unevaluated).
+(``--require-complete`` makes it an error). ``--show-dir`` also draws each frame's top
+grasps after NMS on its RGB image, ``DIR/scene_%04d_%04d.png`` (GraspNet-1Billion layout).
 
 The checkpoint is loaded strictly: one whose tensors do not all fit the config's model (missing,
 unexpected or mis-shaped keys) is refused with the keys named, never evaluated as a partly
@@ -67,6 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--require-complete', action='store_true',
                         help='fail unless every frame of every scene of the split is evaluated')
     parser.add_argument('--work-dir', help='the dir to save logs')
+    parser.add_argument('--show-dir', help="write each frame's predicted grasps as a PNG here")
+    parser.add_argument('--show-top-k', type=int, default=20,
+                        help='grasps drawn per frame with --show-dir (best after NMS)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
     add_launcher_args(parser)
@@ -124,6 +129,11 @@ def main(argv=None) -> dict:
     if not args.overwrite and osp.isdir(dump_dir) and os.listdir(dump_dir):
         raise SystemExit(f'{dump_dir} already holds files (an earlier run\'s dumps?): pick an '
                          'empty --dump folder, or pass --overwrite to write into it')
+    if args.show_dir and cfg.test_evaluator.get('type') == 'GraspClutter6DMetric':
+        raise SystemExit('--show-dir draws GraspNet-1Billion dumps; GraspClutter6D dumps are '
+                         'named by image id')
+    if args.show_top_k < 1:
+        raise SystemExit(f'--show-top-k must be >= 1, got {args.show_top_k}')
     settings = test_settings(cfg)
     if args.dump_only:
         cfg.test_evaluator = dict(type='GraspDumpMetric', dump_dir=dump_dir)
@@ -159,6 +169,14 @@ def main(argv=None) -> dict:
         return metrics
     if 'dump/frames' in metrics:
         print(f'wrote {metrics["dump/frames"]} frames to {dump_dir}')
+    if args.show_dir:
+        from mmgrasp.apis.dump_pictures import write_dump_pictures
+        dataset = runner.test_dataloader.dataset
+        frames = [(info['scene'], info['frame']) for info in
+                  map(dataset.get_data_info, range(len(dataset)))]
+        count = write_dump_pictures(dataset.reader, frames, dump_dir, args.show_dir,
+                                    args.show_top_k)
+        print(f'drew {count} frames in {args.show_dir}')
     figures = {k[len('graspnet/'):]: v for k, v in metrics.items() if k.startswith('graspnet/')
                and isinstance(v, (int, float))}
     if figures:

@@ -1,5 +1,6 @@
-# Runtime shared by every mmgrasp config. Import-free on purpose: a text config that imports
-# anything is parsed as a pure-python config (docs: shared/reference/mmengine.md §1).
+# Runtime shared by every mmgrasp config. Import-free on purpose: mmengine parses a config file
+# that imports any module outside the interpreter's own (numpy, or even os in a virtualenv) as a
+# pure-python "lazy" config, where _base_ lists and dict merging no longer work as written here.
 default_scope = 'mmgrasp'
 
 default_hooks = dict(

@@ -10,7 +10,7 @@ so the scene stays visible under them. :func:`side_view` turns the cloud and the
 the cloud's centre to look at them from the side.
 """
 import os
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import matplotlib
 
@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib import colormaps  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
@@ -96,12 +97,16 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
                markers: Optional[np.ndarray] = None, title: Optional[str] = None,
                colorbar_label: Optional[str] = None, scale: int = 1,
                point_colours: Optional[np.ndarray] = None, point_size: float = 4.0,
-               score_range: Optional[tuple] = None) -> None:
+               score_range: Optional[tuple] = None,
+               grasp_colours: Optional[np.ndarray] = None,
+               legend: Optional[Sequence[Tuple[str, tuple]]] = None) -> None:
     """Write a PNG of the image's size times ``scale``: the image, then ``points`` (camera
     frame) coloured by ``point_values`` (or RGB ``point_colours``), ``markers`` (camera frame,
     black rings), and the grippers of ``grasps`` (GraspGroup rows) as thin outlines coloured by
     score (``score_range``, default the drawn scores' range) with a "grasp score" legend, the
-    best drawn last (on top)."""
+    best drawn last (on top). ``grasp_colours`` ((N, 3) RGB in [0, 1], one per grasp, drawn
+    in the given order) colours the grippers instead, with ``legend`` ((name, colour) pairs)
+    in place of the score bar."""
     height, width = image.shape[:2]
     dpi = 100 * scale
     fig = plt.figure(figsize=(width / 100, height / 100), dpi=dpi)
@@ -124,7 +129,14 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         uv = project(markers, intrinsics)
         ax.scatter(uv[:, 0], uv[:, 1], s=14, facecolors='none', edgecolors='black',
                    linewidths=0.6)
-    if grasps is not None and len(grasps):
+    if grasps is not None and len(grasps) and grasp_colours is not None:
+        uv = project(gripper_outlines(np.asarray(grasps)), intrinsics)
+        base = (uv[:, 1] + uv[:, 2]) / 2
+        lines = [line for n in range(len(uv)) for line in (uv[n, :4],
+                                                           np.stack([base[n], uv[n, 5]]))]
+        ax.add_collection(LineCollection(lines, colors=np.repeat(grasp_colours, 2, axis=0),
+                                         linewidths=1.0))
+    elif grasps is not None and len(grasps):
         grasps = np.asarray(grasps)[np.argsort(np.asarray(grasps)[:, 0], kind='stable')]
         lo, hi = score_range or (float(grasps[:, 0].min()), float(grasps[:, 0].max()))
         norm = Normalize(lo, hi if hi > lo else lo + 1e-6)
@@ -145,6 +157,9 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         fig.patches.append(Rectangle((0.845, 0.08), 0.085, 0.84, transform=fig.transFigure,
                                      facecolor='white', alpha=0.85, linewidth=0, zorder=1))
         ax.set_position((0, 0, 1, 1))
+    if legend:
+        ax.legend(handles=[Line2D([], [], color=c, label=name) for name, c in legend],
+                  loc='lower right', fontsize=7, framealpha=0.85)
     if title:
         ax.text(4, 4, title, va='top', fontsize=8, color='black',
                 bbox=dict(facecolor='white', alpha=0.8, linewidth=0))

@@ -12,7 +12,7 @@ from mmengine.runner import load_checkpoint
 
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
-from mmgrasp.storage.frames.store import masked_pixels
+from mmgrasp.storage.frames.store import workspace_image
 from mmgrasp.utils import register_all_modules
 from mmgrasp.utils.random import sample_rng
 
@@ -142,9 +142,7 @@ class GraspInferencer:
             if seg.shape != depth.shape or pose.shape != (4, 4):
                 raise ValueError(f'frame {i}: segmentation must be {depth.shape} and '
                                  f'camera_to_table (4, 4), got {seg.shape} and {pose.shape}')
-            mask = np.zeros(depth.size, dtype=bool)
-            mask[masked_pixels(depth, seg, k, factor_depth, pose, self.outlier)] = True
-            mask = mask.reshape(depth.shape)
+            mask = workspace_image(depth, seg, k, factor_depth, pose, self.outlier)
         elif self.use_workspace:
             raise ValueError(
                 'GraspInferencer needs a workspace: segmentation= and camera_to_table= (the '

@@ -13,12 +13,18 @@ Written into ``out_dir`` (``mmgrasp-eval ... --diagnose DIR``):
 - ``frames.csv``, ``scenes.csv``, ``objects.csv``: counts per frame, scene and object
   (dumped, in width range, after NMS, evaluated = collided + empty + scored, force closure)
   and the AP of each frame / scene;
-- ``precision_at_k.png`` (mean precision@k per mu) and ``ap_vs_mu.png`` (AP per mu).
+- ``scene_%04d/%04d.png``: the frame's RGB image with each evaluated gripper drawn by outcome
+  (the PLY's colours, legend with the counts; a frame without RGB image or meta file is named
+  in a warning);
+- ``precision_at_k.png`` (mean precision@k per mu), ``ap_vs_mu.png`` (AP per mu) and
+  ``outcomes_by_rank.png`` (per rank 1..top_k, the share of frames whose grasp there collided,
+  was empty, had no force closure or had force closure, and had none).
 """
 from __future__ import annotations
 
 import csv
 import os
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -139,6 +145,56 @@ def write_scene_ply(path: str, inputs: SceneInputs, frame: int, result: dict,
     os.replace(tmp, path)
 
 
+def write_frame_png(path: str, cam_dir: str, frame: int, result: dict) -> None:
+    """The frame's RGB image with the evaluated grippers coloured by outcome."""
+    import cv2
+    import scipy.io
+
+    from mmgrasp.apis.grasp_drawing import draw_scene  # a leaf module: no import cycle
+    rgb = cv2.imread(os.path.join(cam_dir, 'rgb', f'{frame:04d}.png'), cv2.IMREAD_COLOR)
+    if rgb is None:
+        raise FileNotFoundError(f'{cam_dir}/rgb/{frame:04d}.png: cannot read the RGB image')
+    intrinsics = scipy.io.loadmat(os.path.join(cam_dir, 'meta', f'{frame:04d}.mat'))[
+        'intrinsic_matrix'].astype(np.float64)
+    kinds = outcomes(result)
+    colours = np.array([OUTCOME_COLOURS[k] for k in kinds], np.float64).reshape(-1, 3) / 255
+    legend = [(f'{name.replace("_", " ")} ({int(np.sum(kinds == name))})',
+               tuple(np.array(c) / 255)) for name, c in OUTCOME_COLOURS.items()]
+    draw_scene(cv2.cvtColor(rgb, cv2.COLOR_BGR2RGB).astype(np.float64) / 255, path, intrinsics,
+               np.asarray(result['grasps']), grasp_colours=colours, legend=legend,
+               title=f'{len(kinds)} evaluated grasps by outcome')
+
+
+def rank_outcomes(kinds_per_frame: List[np.ndarray], top_k: int) -> Dict[str, np.ndarray]:
+    """Per rank 0..top_k-1, the share of frames whose grasp at that rank had each outcome
+    (``'none'``: the frame had fewer grasps)."""
+    shares = {name: np.zeros(top_k) for name in (*OUTCOME_COLOURS, 'none')}
+    for kinds in kinds_per_frame:
+        for rank in range(top_k):
+            shares[kinds[rank] if rank < len(kinds) else 'none'][rank] += 1
+    return {k: v / max(len(kinds_per_frame), 1) for k, v in shares.items()}
+
+
+def _rank_plot(out_dir: str, kinds_per_frame: List[np.ndarray], top_k: int) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    shares = rank_outcomes(kinds_per_frame, top_k)
+    ranks, bottom = np.arange(1, top_k + 1), np.zeros(top_k)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, share in shares.items():
+        colour = np.array(OUTCOME_COLOURS.get(name, (200, 200, 200))) / 255
+        ax.bar(ranks, share, bottom=bottom, width=0.9, color=colour,
+               label=name.replace('_', ' '))
+        bottom += share
+    ax.set(xlabel='rank (grasps of a frame by score, after NMS)', ylabel='share of frames',
+           title=f'outcome per rank, {len(kinds_per_frame)} frames', ylim=(0, 1.0))
+    ax.legend(fontsize=7, loc='upper right')
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, 'outcomes_by_rank.png'), dpi=100)
+    plt.close(fig)
+
+
 def _plots(out_dir: str, accuracy: np.ndarray) -> None:
     import matplotlib
     matplotlib.use('Agg')
@@ -167,14 +223,18 @@ def _plots(out_dir: str, accuracy: np.ndarray) -> None:
 def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], out_dir: str,
                   frames: Optional[Dict[int, Sequence[int]]] = None,
                   protocol: Protocol = STANDARD, sdf_sample_seed: Optional[int] = None,
-                  ply: bool = True, plots: bool = True) -> Dict[int, np.ndarray]:
-    """Evaluate the dump (one process) writing the files listed in the module docstring;
+                  ply: bool = True, plots: bool = True,
+                  pictures: bool = True) -> Dict[int, np.ndarray]:
+    """Evaluate the dump (one process) writing the files listed in the module docstring
+    (``ply``: the PLY scenes, ``pictures``: the frame PNGs, ``plots``: the three plots);
     returns {scene: (frames, top_k, 6) accuracy}, the arrays the AP is the mean of."""
     os.makedirs(out_dir, exist_ok=True)
     frame_rows: List[tuple] = []
     scene_rows: List[tuple] = []
     objects: Dict[int, Dict[str, int]] = {}
     accuracy: Dict[int, np.ndarray] = {}
+    kinds_per_frame: List[np.ndarray] = []
+    unpictured: List[str] = []
     for scene in scenes:
         scene_dir = os.path.join(out_dir, f'scene_{scene:04d}')
         os.makedirs(scene_dir, exist_ok=True)
@@ -187,6 +247,14 @@ def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], 
             ids = [i for i, _ in read_annotation(os.path.join(
                 root, 'scenes', f'scene_{s:04d}', camera, 'annotations', f'{f:04d}.xml'))]
             kinds = outcomes(result)
+            kinds_per_frame.append(kinds[:protocol.top_k])
+            cam_dir = os.path.join(root, 'scenes', f'scene_{s:04d}', camera)
+            needed = [os.path.join(cam_dir, kind, f'{f:04d}.{ext}')
+                      for kind, ext in (('rgb', 'png'), ('meta', 'mat'))]
+            if pictures and all(map(os.path.isfile, needed)):
+                write_frame_png(os.path.join(scene_dir, f'{f:04d}.png'), cam_dir, f, result)
+            elif pictures:
+                unpictured.append(next(p for p in needed if not os.path.isfile(p)))
             rows = [(r, int(o), ids[o], float(g[0]), float(g[1]), float(mu), bool(h),
                      bool(e) and not h, k, r < protocol.top_k)
                     for r, (o, g, mu, h, e, k) in enumerate(zip(
@@ -213,6 +281,9 @@ def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], 
                                          sdf_sample_seed, protocol=protocol, on_result=record)
         scene_rows.append((scene, len(chosen), *[totals[c] for c in COUNT_COLUMNS],
                            *_ap(accuracy[scene])))
+    if unpictured:
+        warnings.warn(f'diagnostics: no picture of {len(unpictured)} frames, their RGB image '
+                      f'or meta file is missing (first: {unpictured[0]})')
     ap_columns = ('AP', 'AP0.8', 'AP0.4')
     _write_csv(os.path.join(out_dir, 'frames.csv'), ('scene', 'frame', *COUNT_COLUMNS,
                                                      *ap_columns), frame_rows)
@@ -223,6 +294,7 @@ def diagnose_dump(root: str, dump_dir: str, camera: str, scenes: Sequence[int], 
                [(o, e['evaluated'], *[e[n] for n in OUTCOME_COLOURS])
                 for o, e in sorted(objects.items())])
     if plots:
+        _rank_plot(out_dir, kinds_per_frame, protocol.top_k)
         _plots(out_dir, np.concatenate(list(accuracy.values())) if accuracy else
                np.zeros((0, protocol.top_k, len(EVAL_FRICTION_COEFFICIENTS))))
     return accuracy

@@ -110,6 +110,32 @@ def masked_pixels(depth: np.ndarray, seg: np.ndarray, intrinsics: np.ndarray,
     return valid[box_mask(xyz, foreground, camera_to_table, outlier, origin)]
 
 
+def workspace_image(depth: np.ndarray, seg: np.ndarray, intrinsics: np.ndarray,
+                    factor_depth: float, camera_to_table: Optional[np.ndarray],
+                    outlier: float = 0.02) -> np.ndarray:
+    """(H, W) bool image of :func:`masked_pixels`: the pixels the dataset's masked cloud keeps
+    (what ``GraspInferencer(segmentation=, camera_to_table=)``, the demo's ``--scene/--frame``
+    and tools/data/write_workspace_mask.py apply)."""
+    mask = np.zeros(depth.size, dtype=bool)
+    mask[masked_pixels(depth, seg, intrinsics, factor_depth, camera_to_table, outlier)] = True
+    return mask.reshape(depth.shape)
+
+
+def frame_workspace(reader: GraspSource, scene: int, frame: int,
+                    outlier: float = 0.02) -> np.ndarray:
+    """(H, W) bool workspace of a dataset frame, from its depth, segmentation, meta and camera
+    pose, by the rule :func:`read_frame` loads it with."""
+    depth = reader.load_depth(scene, frame)
+    seg = reader.load_segmentation(scene, frame)
+    meta = reader.load_meta(scene, frame)
+    if seg.shape != depth.shape:
+        raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): segmentation '
+                         f'{seg.shape} and depth {depth.shape} differ in size')
+    return workspace_image(depth, seg, meta.intrinsics, meta.factor_depth,
+                           reader.trajectory(scene).camera_to_table(frame).astype(np.float64),
+                           outlier)
+
+
 # ---------------------------------------------------------------------------------- frames
 @dataclass(frozen=True)
 class FrameArrays:

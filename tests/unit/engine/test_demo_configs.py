@@ -1,0 +1,33 @@
+"""Every demo config keeps its untrained start (epoch_0.pth, InitialCheckpointHook) beside the
+config hash hook, and no config points its reader at a document outside the repository."""
+import glob
+import os
+import re
+
+import pytest
+from mmengine.config import Config
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+DEMOS = sorted(glob.glob(os.path.join(REPO, 'configs', '*demo*.py')))
+
+
+def test_the_demo_configs_are_found():
+    assert len(DEMOS) >= 4, DEMOS
+
+
+@pytest.mark.parametrize('path', DEMOS, ids=os.path.basename)
+def test_every_demo_keeps_its_untrained_start(path):
+    hooks = [h['type'] for h in Config.fromfile(path).custom_hooks]
+    assert 'InitialCheckpointHook' in hooks and 'ConfigHashHook' in hooks, (path, hooks)
+
+
+def test_no_config_cites_a_document_users_do_not_have():
+    cited = []
+    for path in glob.glob(os.path.join(REPO, 'configs', '**', '*.py'), recursive=True):
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+        cited += [(os.path.relpath(path, REPO), m) for m in
+                  re.findall(r'(?:shared/|reference/)[\w./]+|[\w/]+\.md\b', text)
+                  if not os.path.exists(os.path.join(REPO, m))]
+    assert not cited, cited
