@@ -93,14 +93,44 @@ class EconomicAssigner:
 
     def assign(self, seed_xyz: Tensor, top_view_inds: Tensor,
                frames: Sequence[EconomicFrameLabels]) -> Dict[str, Tensor]:
+        """The targets of a batch (see the module docstring). A frame without kept label
+        points (the reference cannot run on it) gets the unmatched defaults, invalid seeds,
+        zero view graspness and the template rotation of the chosen view."""
         B, M, _ = seed_xyz.shape
         device = seed_xyz.device
         if len(frames) != B:
             raise ValueError(f'EconomicAssigner: {B} frames of seeds but {len(frames)} labels')
         frames = [f.to(device) for f in frames]
-        if any(len(f.points) == 0 for f in frames):
-            raise ValueError('EconomicAssigner: a frame without kept label points (the '
-                             'reference cannot match its seeds either)')
+        labelled = [b for b, f in enumerate(frames) if len(f.points)]
+        views = generate_grasp_views(self.num_views, device)
+        template = approach_to_matrix(-views, torch.zeros(len(views), device=device))
+        out = {
+            'batch_grasp_view_rot': template[top_view_inds.long()],
+            'batch_grasp_point': seed_xyz.new_zeros(B, M, 3),
+            'batch_grasp_view_graspness': seed_xyz.new_zeros(B, M, self.num_views),
+            'batch_grasp_rotations': torch.full((B, M), UNMATCHED_ROTATION, dtype=torch.int32,
+                                                device=device),
+            'batch_grasp_depth': torch.full((B, M), UNMATCHED_DEPTH, dtype=torch.int32,
+                                            device=device),
+            'batch_grasp_score': torch.full((B, M), UNMATCHED_SCORE, device=device),
+            'batch_grasp_width': torch.full((B, M), UNMATCHED_WIDTH, device=device),
+            'batch_valid_mask': torch.zeros((B, M), dtype=torch.bool, device=device),
+        }
+        valid_points = seed_xyz.new_zeros(())
+        if labelled:
+            index = torch.tensor(labelled, device=device)
+            found, valid_points = self._assign_labelled(
+                seed_xyz[index], top_view_inds[index], [frames[b] for b in labelled])
+            for key, value in found.items():
+                out[key][index] = value.to(out[key].dtype)
+        out['C: Valid Points'] = valid_points / B
+        return out
+
+    def _assign_labelled(self, seed_xyz: Tensor, top_view_inds: Tensor,
+                         frames: Sequence[EconomicFrameLabels]):
+        """The reference's computation on frames that all have label points."""
+        B, M, _ = seed_xyz.shape
+        device = seed_xyz.device
         nearest, points, objects = [], [], []
         for f in frames:  # nearest label point among all of the frame's, camera frame
             camera = torch.cat([transform_points(f.points[f.point_instance == i], pose)
@@ -146,8 +176,7 @@ class EconomicAssigner:
             'batch_grasp_score': at_k('scores', UNMATCHED_SCORE).reshape(B, M),
             'batch_grasp_width': at_k('widths', UNMATCHED_WIDTH).reshape(B, M),
             'batch_valid_mask': valid_point & matched.reshape(B, M),
-            'C: Valid Points': valid_point.sum().float() / B,
-        }
+        }, valid_point.sum().float()
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_views={self.num_views}, '

@@ -10,7 +10,7 @@ import torch
 
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.models.assigners import EconomicAssigner
-from mmgrasp.structures.economic_labels import read_rows
+from mmgrasp.structures.economic_labels import EconomicFrameLabels, read_rows
 from mmgrasp.utils import register_all_modules
 
 from _economic_reference import process_frame
@@ -133,3 +133,23 @@ def test_deferred_reads_only_matched_rows(batches):
                 for n in ('rotations', 'depth', 'scores', 'widths', 'topview', 'vgraspness'))
     rows_in_scene = np.load(frames[0].deferred.file('pointid'), mmap_mode='r').shape[0]
     assert nbytes == whole // rows_in_scene * 2  # two distinct rows, each read once
+
+
+def test_frame_without_label_points_gets_finite_defaults(batches):
+    samples = batches['dense'][:2]
+    mine, seeds, views = assign(samples)
+    good = samples[0]['data_samples'].economic_labels
+    empty = EconomicFrameLabels(
+        good.points[:0], good.point_instance[:0], good.scene_row[:0], good.poses[:0],
+        dense={k: v[:0] for k, v in good.dense.items()})
+    V = good.dense['vgraspness'].shape[1]
+    out = EconomicAssigner(num_views=V).assign(seeds, views, [good, empty])
+    for key, value in out.items():
+        if key != 'C: Valid Points':
+            assert torch.equal(value[0], mine[key][0]), key
+        assert torch.isfinite(value.float()).all(), key
+    assert not out['batch_valid_mask'][1].any()
+    assert (out['batch_grasp_rotations'][1] == 12).all() and (out['batch_grasp_depth'][1] == 4).all()
+    assert (out['batch_grasp_width'][1] == np.float32(0.1)).all()
+    assert torch.equal(out['C: Valid Points'] * 2, mine['C: Valid Points'] * 2
+                       - (mine['batch_grasp_point'][1] - seeds[1]).norm(dim=-1).lt(0.005).sum())
