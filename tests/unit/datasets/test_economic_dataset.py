@@ -60,3 +60,24 @@ def test_dense_and_deferred_samples_agree(request, layout):
         assert same or flipped
         flips.add(flipped)
     assert flips == {True, False} or len(dense) < 4
+
+
+def test_load_economic_labels_checks_its_arguments_and_the_scene(synthetic_root):
+    from mmgrasp.datasets.layouts import open_reader
+    from mmgrasp.datasets.transforms import LoadEconomicLabels
+    with pytest.raises(ValueError, match='grids'):
+        LoadEconomicLabels(grids='lazy')
+    with pytest.raises(ValueError, match='view_dtype'):
+        LoadEconomicLabels(view_dtype='uint8')
+    t = LoadEconomicLabels(top_k=2, quantize=False)
+    assert repr(t) == ("LoadEconomicLabels(grids='deferred', top_k=2, quantize=False, "
+                       "view_dtype='uint16')")
+    reader = open_reader(synthetic_root)
+    results = dict(reader=reader, scene=0, object_ids=np.array([87]),
+                   poses=np.zeros((1, 3, 4), np.float32))
+    with pytest.raises(ValueError, match='scene 0 lists objects'):
+        t.transform(results)
+    ids = np.array(reader.load_meta(0, 0).object_ids)
+    results.update(object_ids=ids, poses=np.zeros((len(ids), 3, 4), np.float32))
+    labels = t.transform(results)['economic_labels']
+    assert np.load(labels.deferred.file('topview'), mmap_mode='r').shape[1] == 2
