@@ -5,6 +5,7 @@ comparison that treats the order of views of equal graspness as the sort library
 
 Each rule is a parameter so that mutation tests can show the comparison catches it.
 """
+import json
 import os
 from typing import Dict
 
@@ -14,22 +15,35 @@ import scipy.io as scio
 ORDERED = ('rotations', 'depth', 'scores', 'widths')  # follow topview
 
 
+def raw_scene_files(root: str, scene: int, camera: str = 'realsense'):
+    """(grasp label file of each instance in the scene's instance order, collision file),
+    read from the raw layout: GraspNet-1Billion's meta ``cls_indexes`` of frame 0 (what the
+    script reads), or GraspClutter6D's ``scene_gt.json`` of the d435's first image (id 2)."""
+    if os.path.isdir(os.path.join(root, 'scenes', f'{scene:06d}')):
+        with open(os.path.join(root, 'scenes', f'{scene:06d}', 'scene_gt.json')) as f:
+            ids = [int(i['obj_id']) for i in json.load(f)['2']]
+        return ([os.path.join(root, 'grasp_label', f'obj_{i:06d}_labels.npz') for i in ids],
+                os.path.join(root, 'collision_label', f'{scene:06d}.npz'))
+    meta = scio.loadmat(os.path.join(root, 'scenes', f'scene_{scene:04d}', camera, 'meta',
+                                     '0000.mat'))
+    ids = meta['cls_indexes'].flatten().astype(np.int64) - 1
+    return ([os.path.join(root, 'grasp_label', f'{i:03d}_labels.npz') for i in ids],
+            os.path.join(root, 'collision_label', f'scene_{scene:04d}', 'collision_labels.npz'))
+
+
 def raw_economic_scene(root: str, scene: int, camera: str = 'realsense', top_k: int = 300,
                        keep_max_mu: float = 0.4, view_max_mu: float = 0.6, eps: float = 1e-5,
                        max_width: float = 0.1, offset: float = 1.1,
                        views_by_graspness: bool = True, quantize: bool = True
                        ) -> Dict[str, np.ndarray]:
     """What the script writes for ``scene``; one point at a time, stable descending sort."""
-    scene_dir = os.path.join(root, 'scenes', f'scene_{scene:04d}')
-    meta = scio.loadmat(os.path.join(scene_dir, camera, 'meta', '0000.mat'))
-    ids = meta['cls_indexes'].flatten().astype(np.int64) - 1
-    collision = np.load(os.path.join(root, 'collision_label', f'scene_{scene:04d}',
-                                     'collision_labels.npz'))
+    label_files, collision_file = raw_scene_files(root, scene, camera)
+    collision = np.load(collision_file)
     f32 = np.float32
     out = {k: [] for k in ('points', 'pointid', 'rotations', 'depth', 'scores', 'widths',
                            'vgraspness', 'topview')}
-    for instance, obj in enumerate(ids):
-        label = np.load(os.path.join(root, 'grasp_label', f'{obj:03d}_labels.npz'))
+    for instance, label_file in enumerate(label_files):
+        label = np.load(label_file)
         collided = collision[f'arr_{instance}']
         for p in range(len(label['points'])):
             mu = label['scores'][p].astype(f32).copy()  # (V, A, D)

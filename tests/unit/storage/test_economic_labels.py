@@ -103,3 +103,17 @@ def test_stale_when_the_label_store_changes(synthetic_root, tmp_path):
     with pytest.raises(LabelStoreError, match='derived from label store version'):
         open_economic_labels(newer, build=False)
     assert open_economic_labels(newer).manifest['label_store'] == os.path.basename(newer.path)
+
+
+def test_gc6d_asset_equals_raw_numpy(gc6d_root, tmp_path):
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from _economic_helpers import economic_mismatches, raw_economic_scene
+    from mmgrasp.storage.labels.economic import ROW_ARRAYS
+    store = open_label_store(open_reader(gc6d_root, camera='realsense-d435'), str(tmp_path))
+    asset = open_economic_labels(store)
+    assert len(asset.scenes) >= 2
+    for scene in asset.scenes:
+        mine = {name: np.asarray(asset.load(scene, name)) for name in ROW_ARRAYS}
+        assert economic_mismatches(raw_economic_scene(gc6d_root, scene), mine) == [], scene
+        assert len(mine['points'])
