@@ -5,12 +5,15 @@ of the matched label points only (deferred), or from whole per-scene arrays (den
 Interface (the reference's own names, shapes and dtypes; B frames, M = 1024 seeds, V = 300
 template views, K = top-k views kept by the asset, 300 by default):
 
-Inputs of :meth:`EconomicAssigner.assign`:
+Inputs of :meth:`EconomicAssigner.assign(seed_xyz, top_view_inds, frames)`:
     seed_xyz: (B, M, 3) float32, ``end_points['xyz_graspable']`` (camera frame, after the flip).
     top_view_inds: (B, M) int64, ``end_points['grasp_top_view_inds']`` (template view chosen by
         the view head: multinomial in training).
-    labels: :class:`~mmgrasp.structures.economic_labels.EconomicLabelBatch` (from the batch's
-        data samples: poses, label points, and the economic rows dense or deferred).
+    frames: B :class:`~mmgrasp.structures.economic_labels.EconomicFrameLabels`, i.e.
+        ``[s.economic_labels for s in data_samples]`` (set by ``LoadEconomicLabels`` and
+        ``PackGraspInputs``: poses after augmentation, kept label points, and the economic rows
+        dense or deferred; the assigner moves them to the seeds' device itself, so no data
+        preprocessor change is needed).
 
 Output: a dict with exactly the reference keys (``end_points`` after ``process_grasp_labels``)
 plus the returned rotation under ``batch_grasp_view_rot``:
@@ -28,7 +31,14 @@ plus the returned rotation under ``batch_grasp_view_rot``:
     C: Valid Points:            () float32, seeds within 5 mm per frame (the reference's log).
 
 Per-point targets (``objectness_label`` (B, N) int64, ``graspness_label`` (B, N) float32) are
-not the assigner's: they come from the data sample as for GSNet.
+not the assigner's: they come from the data sample as for GSNet (``inputs['objectness']``,
+``inputs['graspness']``; the dataset config is ``configs/_base_/datasets/graspnet_economic.py``,
+which also packs ``inputs['coors']`` = points / 0.005; the all-ones input features are the
+model's to make).
+
+Registered in TASK_UTILS: ``dict(type='EconomicAssigner', num_views=300, max_distance=0.005)``.
+A frame without kept label points gets the unmatched defaults, invalid seeds, zero view
+graspness and the template rotation of the chosen view (the reference would fail on it).
 """
 from typing import Dict, Sequence
 
