@@ -43,7 +43,8 @@ def raw_economic_scene(root: str, scene: int, camera: str = 'realsense', top_k: 
     out = {k: [] for k in ('points', 'pointid', 'rotations', 'depth', 'scores', 'widths',
                            'vgraspness', 'topview')}
     for instance, label_file in enumerate(label_files):
-        label = np.load(label_file)
+        with np.load(label_file) as npz:
+            label = {k: npz[k] for k in ('points', 'scores', 'offsets')}
         collided = collision[f'arr_{instance}']
         for p in range(len(label['points'])):
             mu = label['scores'][p].astype(f32).copy()  # (V, A, D)
@@ -59,12 +60,11 @@ def raw_economic_scene(root: str, scene: int, camera: str = 'realsense', top_k: 
             score = np.zeros_like(mu)
             ok = (mu > 0) & (width <= f32(max_width))
             score[ok] = f32(offset) - mu[ok]
-            angle = np.zeros(V, np.int64)
-            depth = np.zeros(V, np.int64)
-            for v in range(V):  # best depth of each angle, then the best angle; first on ties
-                per_angle = score[v].max(1)
-                a = int(np.flatnonzero(per_angle == per_angle.max())[0])
-                angle[v], depth[v] = a, int(np.flatnonzero(score[v, a] == score[v, a].max())[0])
+            # best depth of each angle, then the best angle; the first of equal maxima
+            per_angle = score.max(2)  # (V, A)
+            angle = np.argmax(per_angle == per_angle.max(1, keepdims=True), axis=1)
+            chosen = score[np.arange(V), angle]  # (V, D)
+            depth = np.argmax(chosen == chosen.max(1, keepdims=True), axis=1)
             s = score[np.arange(V), angle, depth]
             w = width[np.arange(V), angle, depth]
             order = np.argsort(-g, kind='stable') if views_by_graspness else np.arange(V)
