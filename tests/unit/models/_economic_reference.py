@@ -39,12 +39,11 @@ def process_frame(seeds, pred_views, poses, objects, last_write_wins=True, max_d
         rotated = (pose[:, :3] @ views.T).T
         view_inds = np.array([np.argmin(((rotated - views[j]) ** 2).sum(1)) for j in range(V)])
         rot = pose[:, :3] @ viewpoint_matrices(-views)
-        slots = -np.ones(o['topview'].shape, np.int64)
-        for p in range(n):
-            for t in range(o['topview'].shape[1]):
-                for j in (range(V) if last_write_wins else reversed(range(V))):
-                    if view_inds[j] == o['topview'][p, t]:
-                        slots[p, t] = j
+        slot_of = {}  # the reference's top_view_index_trans[tpid, tvip] = tids, write by write
+        for j in (range(V) if last_write_wins else reversed(range(V))):
+            slot_of[int(view_inds[j])] = j
+        slots = np.vectorize(lambda i: slot_of.get(int(i), -1), otypes=[np.int64])(
+            o['topview']) if o['topview'].size else o['topview'].astype(np.int64)
         merged['points'].append(pts)
         merged['rot'].append(np.broadcast_to(rot[view_inds], (n, V, 3, 3)))
         merged['graspness'].append(o['vgraspness'][:, view_inds])
