@@ -77,6 +77,10 @@ class PackGraspInputs(BaseTransform):
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
         if 'economic_labels' in results:  # poses after augmentation
+            if results.get('aug_on_device'):
+                raise ValueError("PackGraspInputs: economic labels take their poses here, "
+                                 "after augmentation; RandomFlipRotateScene(apply='device') "
+                                 'would leave them unaugmented (use apply=\'worker\')')
             sample.economic_labels = dataclasses.replace(
                 results['economic_labels'],
                 poses=torch.from_numpy(np.ascontiguousarray(results['poses'], np.float32)))

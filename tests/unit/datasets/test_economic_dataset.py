@@ -81,3 +81,16 @@ def test_load_economic_labels_checks_its_arguments_and_the_scene(synthetic_root)
     results.update(object_ids=ids, poses=np.zeros((len(ids), 3, 4), np.float32))
     labels = t.transform(results)['economic_labels']
     assert np.load(labels.deferred.file('topview'), mmap_mode='r').shape[1] == 2
+
+
+def test_gc6d_config_and_device_augmentation_refused(synthetic_root):
+    cfg = Config.fromfile(os.path.join(REPO, 'configs/_base_/datasets/graspclutter6d_economic.py'))
+    assert cfg.train_dataloader.dataset.layout == 'graspclutter6d'
+    assert cfg.train_dataloader.dataset.camera == 'realsense-d435'
+    assert [t['type'] for t in cfg.train_pipeline][1] == 'LoadEconomicLabels'
+    pipeline = [dict(type='LoadGraspScene', num_points=500, with_graspness=True),
+                dict(type='LoadEconomicLabels'),
+                dict(type='RandomFlipRotateScene', max_rotation=0.0, apply='device'),
+                dict(type='PackGraspInputs')]
+    with pytest.raises(ValueError, match="apply='device'"):
+        GraspNetDataset(synthetic_root, pipeline=pipeline, seed=0)[0]
