@@ -5,7 +5,11 @@ A frame carries the kept label points of every instance of its scene (model fram
 after instance in meta order, as the reference dataset's ``pointid == i`` lists), their poses
 and either the decoded per-row arrays of the whole scene (``dense``, the reference path: what
 EconomicGrasp's dataset loads for every sample) or a record of where they live
-(``deferred``): the model reads only the rows its seeds matched, in one pass per batch.
+(``deferred``): the model reads only the rows its seeds matched, in one pass per batch
+(every distinct row once, in file order, from the memory maps), decoded on the host as the
+dense path decodes, and sent to a CUDA device in one transfer (:func:`to_device_once`; that
+branch runs only where CUDA is: its packing is tested on the CPU, the transfer itself is
+unverified here).
 """
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
@@ -112,6 +116,20 @@ def read_rows(records: Sequence[EconomicRowsRecord], owner: np.ndarray, rows: np
     return decode_rows(stored), nbytes
 
 
+def to_device_once(arrays: Dict[str, np.ndarray], device) -> Dict[str, Tensor]:
+    """Copy the arrays to ``device`` in one transfer: their bytes packed into one buffer
+    (widest dtype first, so every part stays aligned), split and viewed back there."""
+    names = sorted(arrays, key=lambda k: -arrays[k].dtype.itemsize)
+    flat = [np.ascontiguousarray(arrays[k]).reshape(-1).view(np.uint8) for k in names]
+    buffer = torch.from_numpy(np.concatenate(flat)).to(device)
+    out, start = {}, 0
+    for name, part in zip(names, flat):
+        dtype = getattr(torch, str(arrays[name].dtype))
+        out[name] = buffer[start:start + len(part)].view(dtype).view(arrays[name].shape)
+        start += len(part)
+    return out
+
+
 def gather_economic_rows(frames: Sequence[EconomicFrameLabels], frame: Tensor, point: Tensor,
                          device=None) -> Dict[str, Tensor]:
     """The decoded rows of label point ``point[k]`` of ``frames[frame[k]]``, for all requests
@@ -123,7 +141,9 @@ def gather_economic_rows(frames: Sequence[EconomicFrameLabels], frame: Tensor, p
         offsets = np.cumsum([0] + [len(f.scene_row) for f in frames])
         scene_rows = rows[offsets[frame_np] + point_np]
         arrays, _ = read_rows([f.deferred for f in frames], frame_np, scene_rows)
-        return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
+        if torch.device(device).type == 'cpu':
+            return {k: torch.from_numpy(v) for k, v in arrays.items()}
+        return to_device_once(arrays, device)
     if any(f.deferred is not None for f in frames):
         raise ValueError('a batch mixes dense and deferred economic labels')
     out = {}

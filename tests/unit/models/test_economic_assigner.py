@@ -181,3 +181,14 @@ def test_paper_grid_dense_deferred_and_reference(paper_grid_root):
     assert differs(dense, ref) == []
     mutated = reference(paper_grid_root, samples['dense'], seeds, views, last_write_wins=False)
     assert 'valid' in differs(dense, mutated)  # shared template views decide matches here
+
+
+def test_one_transfer_packing_is_lossless(batches):
+    from mmgrasp.structures.economic_labels import to_device_once
+    frames = [s['data_samples'].economic_labels for s in batches['deferred']]
+    arrays, _ = read_rows([f.deferred for f in frames], np.array([0, 1, 2, 3, 0]),
+                          np.array([3, 1, 2, 0, 3]))
+    packed = to_device_once(arrays, 'cpu')
+    for name, array in arrays.items():
+        assert packed[name].dtype == torch.from_numpy(array).dtype
+        assert torch.equal(packed[name], torch.from_numpy(array)), name
