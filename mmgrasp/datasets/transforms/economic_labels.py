@@ -5,6 +5,7 @@ import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
 
+from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.storage.labels.economic import VIEW_DTYPES
 from mmgrasp.storage.labels.economic_store import EconomicStore, open_economic_labels
@@ -69,6 +70,11 @@ class LoadEconomicLabels(BaseTransform):
             _assets[key] = open_economic_labels(store, self.top_k, self.quantize,
                                                 self.view_dtype)
         return _assets[key]
+
+    def prepare(self, data_root: str, camera: Optional[str] = None) -> EconomicStore:
+        """Open (and build when needed) the label store and the economic labels in the main
+        process, before workers fork (GraspNetDataset calls it)."""
+        return self.asset(open_reader(data_root, camera))
 
     def transform(self, results: dict) -> dict:
         asset, scene = self.asset(results['reader']), int(results['scene'])

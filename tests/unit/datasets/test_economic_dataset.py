@@ -72,6 +72,8 @@ def test_load_economic_labels_checks_its_arguments_and_the_scene(synthetic_root)
     t = LoadEconomicLabels(top_k=2, quantize=False)
     assert repr(t) == ("LoadEconomicLabels(grids='deferred', top_k=2, quantize=False, "
                        "view_dtype='uint16')")
+    prepared = t.prepare(synthetic_root)
+    assert prepared.top_k == 2 and not prepared.quantize and prepared.scenes
     reader = open_reader(synthetic_root)
     results = dict(reader=reader, scene=0, object_ids=np.array([87]),
                    poses=np.zeros((1, 3, 4), np.float32))
@@ -81,6 +83,7 @@ def test_load_economic_labels_checks_its_arguments_and_the_scene(synthetic_root)
     results.update(object_ids=ids, poses=np.zeros((len(ids), 3, 4), np.float32))
     labels = t.transform(results)['economic_labels']
     assert np.load(labels.deferred.file('topview'), mmap_mode='r').shape[1] == 2
+    assert labels.deferred.path == prepared.path  # the prepared asset, not a second build
 
 
 def test_gc6d_config_and_device_augmentation_refused(synthetic_root):
