@@ -76,7 +76,10 @@ def economic_rows(scores: np.ndarray, widths: np.ndarray, collided: np.ndarray,
     k = min(top_k, V)
     # the script's call, so that the order among equal graspness values is the same
     top = torch.topk(torch.from_numpy(graspness), k=k).indices.numpy()
-    pick = lambda a: np.take_along_axis(a, top, 1)  # noqa: E731
+
+    def pick(a: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(a, top, 1)
+
     out = dict(object_row=keep.astype(np.int32), rotations=pick(best_angle).astype(np.uint8),
                depth=pick(depth).astype(np.uint8), vgraspness=graspness,
                topview=top.astype(view_dtype))

@@ -149,7 +149,8 @@ def test_frame_without_label_points_gets_finite_defaults(batches):
             assert torch.equal(value[0], mine[key][0]), key
         assert torch.isfinite(value.float()).all(), key
     assert not out['batch_valid_mask'][1].any()
-    assert (out['batch_grasp_rotations'][1] == 12).all() and (out['batch_grasp_depth'][1] == 4).all()
+    assert (out['batch_grasp_rotations'][1] == 12).all()
+    assert (out['batch_grasp_depth'][1] == 4).all()
     assert (out['batch_grasp_width'][1] == np.float32(0.1)).all()
     assert torch.equal(out['C: Valid Points'] * 2, mine['C: Valid Points'] * 2
                        - (mine['batch_grasp_point'][1] - seeds[1]).norm(dim=-1).lt(0.005).sum())
