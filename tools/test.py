@@ -18,7 +18,7 @@ scene's frames; a sample or a split with scenes missing on disk is labelled "sam
 frames, not comparable with published AP" in the table, the JSON and the backends
 (``--require-complete`` makes it an error). A ``--dump`` folder that already holds files is
 refused unless ``--overwrite`` (then the frames run replace their dumps; others stay, unevaluated).
-(``--require-complete`` makes it an error). ``--show-dir`` also draws each frame's top
+``--show-dir`` also draws each frame's top
 grasps after NMS on its RGB image, ``DIR/scene_%04d_%04d.png`` (GraspNet-1Billion layout).
 
 The checkpoint is loaded strictly: one whose tensors do not all fit the config's model (missing,
