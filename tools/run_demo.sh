@@ -20,5 +20,5 @@ python tools/data/generate_graspness.py "$data"
 python tools/train.py configs/gsnet_demo.py --work-dir "$work_dir" \
     --cfg-options train_dataloader.dataset.data_root="$data" "$@"
 python tools/test.py configs/gsnet_demo.py "$(cat "$work_dir/last_checkpoint")" \
-    --work-dir "$work_dir/test" --dump "$work_dir/dump" \
+    --work-dir "$work_dir/test" --dump "$work_dir/dump" --overwrite \
     --cfg-options test_dataloader.dataset.data_root="$data" test_evaluator.data_root="$data"
