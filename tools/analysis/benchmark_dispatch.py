@@ -22,16 +22,19 @@ Two code paths, each in its own process (Triton's interpreter must be chosen bef
   inside are ignored, their syncs are not: the references make none), and the references
   return what the kernels return (tests/unit/models/test_point_kernels.py), so the rest of the
   iteration runs on the same values. Running the kernels themselves under Triton's
-  interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``MMGRASP_POINT_OPS=triton``) gives
+  interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``model.point_ops='triton'``) gives
   the same counts but costs about 1.3 s a sampling step at paper size (four frames of 15 000
   points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
-  the config's backend: by default the torch one, with the implicit GEMM it runs on CUDA
-  (``MMGRASP_SPARSE_CONV=gemm``; the CPU default is the ``pairs`` algorithm, see
-  :mod:`mmgrasp.models.layers.sparse_conv`);
+  the config's backend: by default the torch one, with the chunked im2col it runs on CUDA
+  (the tool sets ``model.backbone.conv_algorithm='chunked_im2col'``; the CPU default is the
+  ``pairs`` algorithm, see :mod:`mmgrasp.models.layers.sparse_conv`);
   ``--cfg-options model.backbone.backend=spconv`` counts spconv's, on CUDA only (spconv's CPU
   wheel cannot train, and its kernels are no ``aten::`` ops: the real kernel count has them).
-- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton; the sparse
+- ``torch_reference``: the CPU reference (``model.point_ops='torch'``: no Triton; the sparse
   U-Net's ``backend='torch'`` whatever the config says, with its CPU algorithm), on the CPU.
+
+The choices are the config's keys (``model.point_ops``, ``model.backbone.conv_algorithm``),
+set by :func:`path_config`, so each path's process builds the model as a user's config would.
 
 What counts (the same on both paths):
 
@@ -307,7 +310,8 @@ def profile_path(args: argparse.Namespace) -> dict:
 
     from mmgrasp.registry import MODELS
 
-    cfg = path_config(Config.fromfile(args.config), args.cfg_options, args.run_path)
+    cfg = path_config(Config.fromfile(args.config), args.cfg_options, args.run_path,
+                      args.scoped_references)
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
                           else 'cpu')
@@ -385,19 +389,48 @@ def profile_path(args: argparse.Namespace) -> dict:
             for name, values in figures.items():
                 out[mode]['parts'].setdefault(name, dict(launches=0, syncs=0)).update(values)
     out['train']['seconds'] = seconds
+    log(f'{args.run_path}: counting the live bytes of a training iteration ...')
+    spans.clear()
+    out['train']['peak_bytes'] = peak_bytes(train_iteration, device,
+                                            [model.state_dict(keep_vars=True),
+                                             [p.grad for p in model.parameters()],
+                                             optim.optimizer.state, batch])
     out['device'] = str(device)
     out['point_ops'] = ('torch references in the kernels\' scopes' if args.scoped_references
-                        else os.environ.get('MMGRASP_POINT_OPS', 'auto')
+                        else cfg.model.get('point_ops', 'auto')
                         + (' (interpreted)' if os.environ.get('TRITON_INTERPRET') else ''))
+    out['conv_algorithm'] = cfg.model.get('backbone', {}).get('conv_algorithm')
     return out
 
 
-def path_config(cfg, options: dict, path: str):
-    """``cfg`` with ``options`` merged; on ``torch_reference`` a backbone with a ``backend``
-    (the sparse U-Net's) runs the torch one, the reference."""
+def peak_bytes(run, device, alive: list) -> dict:
+    """Peak live tensor bytes of ``run()`` on ``device``, in all and per part
+    (:class:`~mmgrasp.models.utils.live_bytes.LiveBytes`); ``alive``: what lives before it.
+    The forward stage is a container: its own peak (ops outside every part) is ``other``'s."""
+    from mmgrasp.models.utils.live_bytes import LiveBytes
+    with LiveBytes(device) as counter:
+        counter.adopt(alive)
+        start = counter.live
+        run()
+    parts = dict(counter.peaks)
+    if 'forward' in parts:
+        parts['other'] = max(parts.pop('forward'), parts.get('other', 0))
+    return dict(peak=counter.peak, start=start, parts={k: parts[k] for k in sorted(parts)})
+
+
+def path_config(cfg, options: dict, path: str, scoped_references: bool = False):
+    """``cfg`` with ``options`` merged and the path's numerics: on ``cuda_path`` the point
+    ops' kernels (``triton``; the references when the kernels' scopes stand in for them) and
+    the sparse U-Net's chunked im2col; on ``torch_reference`` the references, the sparse
+    U-Net's torch backend and the CPU's algorithm (``auto``)."""
     cfg.merge_from_dict(options)
-    if path == 'torch_reference' and 'backend' in cfg.model.get('backbone', {}):
-        cfg.model.backbone.backend = 'torch'
+    reference = path == 'torch_reference'
+    cfg.model.point_ops = 'torch' if reference or scoped_references else 'triton'
+    backbone = cfg.model.get('backbone', {})
+    if reference and 'backend' in backbone:
+        backbone.backend = 'torch'
+    if 'conv_algorithm' in backbone:
+        backbone.conv_algorithm = 'auto' if reference else 'chunked_im2col'
     return cfg
 
 
@@ -441,19 +474,12 @@ def ensure_synthetic(folder: str, frames: int) -> str:
 
 
 def child_env(path: str, interpret: bool) -> Dict[str, str]:
-    """The environment of a path's process: the point ops' switch (and Triton's interpreter
-    for ``cuda_path`` on the CPU with ``--interpret``)."""
+    """The environment of a path's process: Triton's interpreter for ``cuda_path`` on the
+    CPU with ``--interpret`` (it must be chosen before Triton is imported)."""
     env = dict(os.environ)
     env.pop('TRITON_INTERPRET', None)
-    env.pop('MMGRASP_POINT_OPS', None)
-    # the sparse U-Net's torch backend: CUDA's implicit GEMM, or the CPU default (pairs)
-    env['MMGRASP_SPARSE_CONV'] = 'gemm' if path == 'cuda_path' else 'auto'
-    if path == 'cuda_path' and (_has_cuda() or interpret):
-        env['MMGRASP_POINT_OPS'] = 'triton'
-        if not _has_cuda():
-            env['TRITON_INTERPRET'] = '1'
-    else:  # the references; on cuda_path inside the kernels' scopes (--scoped-references)
-        env['MMGRASP_POINT_OPS'] = 'torch'
+    if path == 'cuda_path' and interpret and not _has_cuda():
+        env['TRITON_INTERPRET'] = '1'
     return env
 
 

@@ -83,23 +83,22 @@ def test_kernel_scope_charges_its_launches_and_keeps_its_syncs():
     assert _count(run)['seed_selection'] == dict(launches=2, syncs=1)
 
 
-def test_sparse_convolution_launches_do_not_grow_with_the_kernel(monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
+def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
     x, _ = voxelize(_cloud(), 0.01, levels=0)
     x = x.replace(torch.randn(len(x.coords), 4))
     launches = {}
     for k in (3, 5):
-        conv = SparseConv3d(4, 4, k)
+        conv = SparseConv3d(4, 4, k, algorithm='chunked_im2col')  # what CUDA runs
         conv(x)  # the kernel map is built once, outside the count
         launches[k] = _count(lambda: conv(x).feats.sum().backward())['other']
     assert launches[3] == launches[5] and launches[3]['syncs'] == 0
     assert launches[3]['launches'] < 20
 
 
-def test_sparse_unet_forward_has_two_host_syncs(monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
+def test_sparse_unet_forward_has_two_host_syncs():
     torch.manual_seed(0)
-    net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
+    net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24,
+                       conv_algorithm='chunked_im2col')  # what CUDA runs
     points = _cloud()
     counts = _count(lambda: net(points))['other']
     assert counts['syncs'] == 2
@@ -139,7 +138,6 @@ def _point_ops_run(xyz, rot, feats):
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
         monkeypatch):
     from mmgrasp.models.layers import point_ops
-    monkeypatch.setenv('MMGRASP_POINT_OPS', 'torch')
     xyz, feats = _cloud(n=64), torch.ones(2, 5, 2)
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)
@@ -161,15 +159,20 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
 def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
     if torch.cuda.is_available():
         return  # on CUDA the kernels run for real either way
+    from mmengine.config import Config
     assert dispatch.child_flags('cuda_path', False) == ['--scoped-references']
-    assert dispatch.child_env('cuda_path', False)['MMGRASP_POINT_OPS'] == 'torch'
-    interpreted = dispatch.child_env('cuda_path', True)
+    assert 'TRITON_INTERPRET' not in dispatch.child_env('cuda_path', False)
     assert dispatch.child_flags('cuda_path', True) == []
-    assert interpreted['MMGRASP_POINT_OPS'] == 'triton' and interpreted['TRITON_INTERPRET'] == '1'
+    assert dispatch.child_env('cuda_path', True)['TRITON_INTERPRET'] == '1'
     assert dispatch.child_flags('torch_reference', False) == []
     assert 'TRITON_INTERPRET' not in dispatch.child_env('torch_reference', True)
-    assert dispatch.child_env('cuda_path', False)['MMGRASP_SPARSE_CONV'] == 'gemm'
-    assert dispatch.child_env('torch_reference', False)['MMGRASP_SPARSE_CONV'] == 'auto'
+    # the numerics are the model config's keys
+    for path, scoped, point_ops, algorithm in (('cuda_path', True, 'torch', 'chunked_im2col'),
+                                               ('cuda_path', False, 'triton', 'chunked_im2col'),
+                                               ('torch_reference', False, 'torch', 'auto')):
+        cfg = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
+        model = dispatch.path_config(cfg, {}, path, scoped).model
+        assert (model.point_ops, model.backbone.conv_algorithm) == (point_ops, algorithm)
 
 
 def test_torch_reference_runs_the_torch_backend():
