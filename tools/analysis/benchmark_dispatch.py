@@ -43,13 +43,21 @@ What counts (the same on both paths):
   views or metadata, allocate (``empty*``), or are no-op conversions (``to``, ``contiguous``
   without a copy) launch nothing (``NO_LAUNCH``).
 - A region opened by ``kernel_scope(name, n)`` (``mmgrasp/models/utils/kernel_scope.py``) is
-  charged ``n`` launches and the ops recorded inside it are ignored: that is how a CUDA-only
-  kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted on the CPU.
+  charged ``n`` launches for its kernels, plus one for each copy or fill recorded inside it
+  (``COPY_ROOTS``: a ``.contiguous()`` of a strided input, an upload, a memset), outside the
+  stand-in range (``STANDIN_PREFIX``) that :class:`ScopedReferences` opens around the torch
+  reference it runs in a kernel's place; every other op inside is ignored. That is how a
+  CUDA-only kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted
+  on the CPU. The stand-ins make their inputs contiguous first, as the kernels' wrappers do.
 - A multi-tensor op (``_foreach_*``, ``_fused_*``: Adam with ``foreach`` or ``fused``) runs
-  on CUDA as ``multi_tensor_apply`` kernels, each over at most 36 tensors (its smallest limit,
-  at depth 4), and on the CPU as one op per tensor: it is charged ``ceil(tensors / 36)``
-  launches, ``tensors`` being the ops its CPU implementation records, and its inner ops
-  (their syncs too: the CPU implementation's reads of each step count) are ignored.
+  on CUDA as ``multi_tensor_apply`` kernels and on the CPU as one op per tensor. It is
+  charged the launches of torch's chunking (:func:`multi_tensor_launches`: chunks of 65 536
+  elements, a launch whenever a list's tensors or blocks fill up, with the limits of CUDA
+  12.1's 32 KiB kernel arguments), over the optimiser's parameter sizes for ``_fused_*`` ops
+  (depth 4: parameters, gradients, two moments) and one-element tensors for ``_foreach_*``
+  ops (depth 1: under fused Adam the only one is the step counters' ``_foreach_add_``); its
+  inner ops (their syncs too: the CPU implementation's reads of each step count) are
+  ignored.
 - A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
   ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
   ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
@@ -61,7 +69,7 @@ What counts (the same on both paths):
   synchronising runtime calls are reported next to the count (``cuda_syncs``).
 
 On CUDA, ``cuda_path`` also reports the profiler's real figures: ``kernels`` (device kernels,
-memcpys and memsets), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
+memcpys and memsets; :func:`kernel_excess` compares them with the prediction), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
 ``cuda_syncs`` and ``ms`` (the part's wall time; the device is synchronised around each part).
 
 The JSON (``--json OUT``) is ``{"cuda_path": {"train": {"launches": N, "syncs": M, "parts":
@@ -105,9 +113,26 @@ CUDA_LAUNCH_CALLS = ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC'
                      'cudaLaunchCooperativeKernel')
 CUDA_SYNC_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize',
                    'cudaMemcpy', 'cudaStreamWaitEvent')
-#: Multi-tensor ops (foreach / fused optimizers): one CUDA launch per MULTI_TENSOR_LIMIT tensors.
+#: Multi-tensor ops (foreach / fused optimizers), charged by :func:`multi_tensor_launches`.
 MULTI_TENSOR = ('aten::_foreach_', 'aten::_fused_')
-MULTI_TENSOR_LIMIT = 36
+#: torch's multi_tensor_apply (ATen/native/cuda/MultiTensorApply.cuh): elements a block, and
+#: per list depth 1..5 the tensors and blocks of one launch (32 KiB kernel arguments: CUDA
+#: >= 12.1, driver >= 530, sm >= 70; older setups have 1/7 of them).
+MULTI_TENSOR_CHUNK = 65536
+MULTI_TENSOR_MAX_TENSORS = (770, 448, 336, 252, 210)
+MULTI_TENSOR_MAX_BLOCKS = 2240
+#: Ops that a kernel's wrapper calls to copy, upload or fill (``COPY_ROOTS``), charged one
+#: launch inside a kernel scope when they record a copy or memset (``COPY_OPS``): a
+#: ``.contiguous()`` of a contiguous tensor records none. Only outermost ops count: the CPU's
+#: own copies inside other ops (a scalar operand's, a reduction's fill) have none on CUDA.
+COPY_ROOTS = frozenset('aten::' + name for name in (
+    'contiguous', 'clone', 'to', '_to_copy', 'copy_', 'zeros', 'zeros_like', 'new_zeros',
+    'zero_', 'fill_', 'full', 'full_like', 'new_full', 'lift_fresh'))
+COPY_OPS = frozenset(('aten::copy_', 'aten::fill_', 'aten::zero_'))
+#: The range a stand-in for a kernel runs in (ScopedReferences): its ops are the kernel's.
+STANDIN_PREFIX = 'mmgrasp.standin::'
+#: The profiler may count this much more device work than the counter predicts (device_check).
+KERNEL_TOLERANCE = 0.2
 STAGE_PREFIX = 'mmgrasp.stage::'
 PATHS = ('cuda_path', 'torch_reference')
 SYNTHETIC_ARGS = ('--scenes', '1', '--frames', '{frames}', '--objects', '10',
@@ -155,30 +180,41 @@ class ScopedReferences:
         self._ops._kernels_for = lambda tensor: None if self._inside else self
 
     @contextmanager
-    def _reference(self) -> Iterator[None]:
+    def _reference(self, name: str) -> Iterator[None]:
+        from torch.profiler import record_function
         self._inside = True  # the op called below takes its reference branch
         try:
-            yield
+            with record_function(STANDIN_PREFIX + name):
+                yield
         finally:
             self._inside = False
 
+    @staticmethod
+    def _contiguous(*tensors):
+        """The inputs as the kernels' wrappers pass them: contiguous (a copy if strided)."""
+        return [None if t is None else t.contiguous() for t in tensors]
+
     def furthest_point_sample(self, xyz, num: int, mask=None):
-        with self._reference():
+        xyz, mask = self._contiguous(xyz, mask)
+        with self._reference('furthest_point_sample'):
             return self._ops.furthest_point_sample(xyz, num, mask)
 
     def ball_query(self, radius: float, nsample: int, xyz, new_xyz):
-        with self._reference():
+        xyz, new_xyz = self._contiguous(xyz, new_xyz)
+        with self._reference('ball_query'):
             return self._ops.ball_query(radius, nsample, xyz, new_xyz)
 
     def cylinder_queries(self, xyz, new_xyz, rot, radii, hmin: float, hmax, nsample: int):
-        with self._reference():
+        xyz, new_xyz, rot = self._contiguous(xyz, new_xyz, rot)
+        with self._reference('cylinder_queries'):
             return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
         import torch
         k = min(3, ref.shape[1])
-        with self._reference():
+        ref, query = self._contiguous(ref, query)
+        with self._reference('three_nn'):
             dist, idx = self._ops.knn(ref, query, k)
         if k < 3:
             pad = (*dist.shape[:-1], 3 - k)
@@ -197,10 +233,36 @@ def _is_sync(event) -> bool:
     return False
 
 
-def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict[str, int]]:
+def multi_tensor_launches(numels: List[int], depth: int) -> int:
+    """Kernel launches of torch's ``multi_tensor_apply`` over tensors of ``numels`` elements
+    in ``depth`` lists: each tensor is cut into chunks of ``MULTI_TENSOR_CHUNK`` (one block
+    each; empty tensors are skipped), and a launch goes out when the tensors of a launch (a
+    tensor counting once all its chunks are in) or its blocks reach the depth's limits, and at
+    the end if blocks are left; a tensor cut by a full launch continues in the next one."""
+    max_tensors = MULTI_TENSOR_MAX_TENSORS[depth - 1]
+    launches = blocks = tensors = 0
+    for numel in numels:
+        if numel == 0:
+            continue
+        tensors += 1
+        chunks = -(-numel // MULTI_TENSOR_CHUNK)
+        for chunk in range(chunks):
+            blocks += 1
+            last = chunk == chunks - 1
+            if (tensors == max_tensors and last) or blocks == MULTI_TENSOR_MAX_BLOCKS:
+                launches += 1
+                blocks, tensors = 0, 0 if last else 1
+    return launches + (blocks > 0)
+
+
+def count_events(events, stages: Optional[List[tuple]] = None,
+                 param_numels: Optional[Dict[int, List[int]]] = None
+                 ) -> Dict[str, Dict[str, int]]:
     """Launches and syncs per part of profiler ``events`` (``prof.events()``), as the module
     docstring says. ``stages`` [(name, start_us, end_us)] charges root events of other threads
-    (the autograd engine's on CUDA) to the stage whose time span holds their start."""
+    (the autograd engine's on CUDA) to the stage whose time span holds their start.
+    ``param_numels``: per parameter group size, the sizes of its parameters (what a fused
+    optimiser op over that many tensors works on; one chunk each where not given)."""
     from mmgrasp.models.utils.kernel_scope import parse_kernel_scope
     from mmgrasp.models.utils.part_timer import PART_PREFIX
     parts: Dict[str, Dict[str, int]] = defaultdict(lambda: dict(launches=0, syncs=0))
@@ -211,24 +273,36 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
                 return name[len(prefix):]
         return part
 
-    def walk(event, part: str, in_scope: bool, in_sync: bool) -> int:
+    def multi_tensor(event) -> int:
+        tensors = max(1, len(event.cpu_children))
+        if event.name.startswith('aten::_fused_'):  # params, grads, exp_avgs, exp_avg_sqs
+            return multi_tensor_launches((param_numels or {}).get(tensors, [1] * tensors), 4)
+        return multi_tensor_launches([1] * tensors, 1)
+
+    def walk(event, part: str, in_scope: bool, in_sync: bool, standin: bool = False) -> int:
         part = part_of(event.name, part)
         scope = parse_kernel_scope(event.name)
         if scope is None and event.name.startswith(MULTI_TENSOR):
-            tensors = max(1, len(event.cpu_children))
-            scope = event.name, -(-tensors // MULTI_TENSOR_LIMIT)
+            scope = event.name, multi_tensor(event)
             in_sync = True  # the CPU implementation's per-tensor reads; none on CUDA
+        standin = standin or event.name.startswith(STANDIN_PREFIX)
         charged = 0
         if scope is not None and not in_scope:
             parts[part]['launches'] += scope[1]
             charged, in_scope = scope[1], True
+        elif (in_scope and not standin and event.name in COPY_ROOTS
+              and not (event.cpu_parent and event.cpu_parent.name.startswith('aten::'))):
+            standin = True  # the ops inside are its own
+            if _records(event, COPY_OPS):  # a copy or memset the kernel's wrapper launches
+                parts[part]['launches'] += 1
+                charged = 1
         if _is_sync(event) and not in_sync:
             parts[part]['syncs'] += 1
             in_sync = True
         children = sorted(event.cpu_children, key=lambda e: e.time_range.start)
         if not event.name.startswith('aten::'):
             parts[part]['syncs'] += host_reads(children)
-        below = sum(walk(child, part, in_scope, in_sync) for child in children)
+        below = sum(walk(child, part, in_scope, in_sync, standin) for child in children)
         if (event.name.startswith('aten::') and not in_scope and below == 0
                 and event.name not in NO_LAUNCH):
             parts[part]['launches'] += 1
@@ -247,6 +321,11 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
     for event in roots:
         walk(event, stage_of(event), False, False)
     return dict(parts)
+
+
+def _records(event, names: frozenset) -> bool:
+    """Whether ``event`` or an op below it is one of ``names``."""
+    return event.name in names or any(_records(child, names) for child in event.cpu_children)
 
 
 def host_reads(siblings: list) -> int:
@@ -282,6 +361,21 @@ def cuda_figures(events) -> Dict[str, Dict[str, float]]:
         elif event.cpu_parent is None:
             walk(event, 'other')
     return dict(figures, kernels=kernels)
+
+
+def kernel_excess(results: dict, tolerance: float = KERNEL_TOLERANCE) -> List[str]:
+    """Where the profiler's device work (``kernels``: kernels, memcpys, memsets; on CUDA
+    only) exceeds the predicted launches by more than ``tolerance``: one line each, for
+    ``results`` as ``--json`` writes them. ``tools/analysis/device_check.sh`` fails on any."""
+    lines = []
+    for path, run in results.items():
+        for mode in ('train', 'inference'):
+            figures = run.get(mode, {})
+            if 'kernels' in figures and figures['kernels'] > figures['launches'] * (1 + tolerance):
+                lines.append(f"{path} {mode}: {figures['kernels']} device kernels on "
+                             f"{run.get('device', '?')} against {figures['launches']} predicted "
+                             f"launches (more than {tolerance:.0%} over)")
+    return lines
 
 
 def summarise(parts: Dict[str, Dict[str, int]]) -> dict:
@@ -329,6 +423,8 @@ def profile_path(args: argparse.Namespace) -> dict:
     # the collision filter of predict works on the cloud the batch carries
     model.test_cfg['collision_cloud'] = 'input'
     optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    param_numels = {len(group['params']): [p.numel() for p in group['params']]
+                    for group in optim.optimizer.param_groups}
     spans: List[tuple] = []
     backward, step = optim.backward, optim.step
     optim.backward = lambda loss, **kw: _in_stage('backward', spans, backward, loss, **kw)
@@ -376,7 +472,7 @@ def profile_path(args: argparse.Namespace) -> dict:
         events = prof.events()
         # the forward stage is a container: ops outside every part in it are 'other'
         stages = [s for s in spans if s[0] != 'forward']
-        parts = count_events(events, stages)
+        parts = count_events(events, stages, param_numels)
         if 'forward' in parts:
             other = parts.pop('forward')
             parts.setdefault('other', dict(launches=0, syncs=0))

@@ -80,7 +80,8 @@ def test_kernel_scope_charges_its_launches_and_keeps_its_syncs():
                     x = x + 1
                 x.sum().item()
 
-    assert _count(run)['seed_selection'] == dict(launches=2, syncs=1)
+    # the scope's 2, and the memset of zeros (a copy or fill inside a scope is charged)
+    assert _count(run)['seed_selection'] == dict(launches=3, syncs=1)
 
 
 def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
@@ -118,8 +119,9 @@ def test_fused_adam_is_charged_its_multi_tensor_launches():
     fused = torch.optim.Adam(params, fused=True)
     fused.step()
     counts = _count(fused.step)['other']
-    # _foreach_add_ of the steps and _fused_adam_: ceil(40 / 36) launches each, no sync
-    assert counts == dict(launches=4, syncs=0)
+    # _foreach_add_ of the steps and _fused_adam_: one launch each (40 tensors of one chunk),
+    # no sync
+    assert counts == dict(launches=2, syncs=0)
     plain = torch.optim.Adam(params, foreach=False)
     plain.step()
     assert _count(plain.step)['other']['launches'] > 40 * 4
@@ -152,7 +154,9 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     # (one launch) and its own weight and gather ops
     assert scoped['launches'] < reference_counts['launches']
     interpolation = _count(lambda: point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
-    assert scoped['launches'] == 3 + interpolation['other']['launches']
+    # and the copies the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of
+    # both queries and the expanded frames rot
+    assert scoped['launches'] == 3 + 3 + interpolation['other']['launches']
     assert scoped['syncs'] == 0
 
 
@@ -183,3 +187,61 @@ def test_torch_reference_runs_the_torch_backend():
         assert dispatch.path_config(cfg, options, path).model.backbone.backend == backend
     cfg = Config.fromfile(os.path.join(REPO, 'configs', 'graspnet_baseline_demo.py'))
     assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
+
+
+def test_multi_tensor_launches_follow_torchs_chunking():
+    """torch's multi_tensor_apply: a launch when the tensors or the blocks (65 536-element
+    chunks) of one launch fill up, and one for what is left; empty tensors are skipped."""
+    chunk, blocks = dispatch.MULTI_TENSOR_CHUNK, dispatch.MULTI_TENSOR_MAX_BLOCKS
+    launches = dispatch.multi_tensor_launches
+    assert launches([], 4) == 0 and launches([0, 0], 4) == 0
+    assert launches([3] * 252, 4) == 1 and launches([3] * 253, 4) == 2  # depth 4: 252 tensors
+    assert launches([1] * 770, 1) == 1 and launches([1] * 771, 1) == 2  # depth 1: 770
+    assert launches([chunk * blocks], 4) == 1  # exactly the blocks of one launch
+    assert launches([chunk * blocks + 1], 4) == 2  # one chunk more: it continues
+    assert launches([chunk * (blocks - 1), 2 * chunk], 4) == 2  # the second tensor is cut
+    # the tensor cut by a full launch counts again in the next one
+    assert launches([chunk * blocks + 1] + [1] * 251, 4) == 2
+    assert launches([chunk * blocks + 1] + [1] * 252, 4) == 3
+
+
+def test_fused_adam_is_charged_by_its_parameter_sizes():
+    params = [torch.nn.Parameter(torch.randn(3)) for _ in range(40)]
+    for p in params:
+        p.grad = torch.ones(3)
+    fused = torch.optim.Adam(params, fused=True)
+    fused.step()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fused.step()
+    big = {40: [dispatch.MULTI_TENSOR_CHUNK * dispatch.MULTI_TENSOR_MAX_BLOCKS * 3] * 40}
+    # the steps' _foreach_add_ (1) and _fused_adam_: 3 launches per parameter of 3 x the blocks
+    assert dispatch.count_events(prof.events(), param_numels=big)['other']['launches'] == \
+        1 + 3 * 40
+
+
+def test_copies_inside_a_kernel_scope_are_charged_but_not_a_stand_ins_ops():
+    from torch.profiler import record_function
+    strided = torch.randn(4, 6).T
+
+    def run():
+        with PartTimer()('grouper'):
+            with kernel_scope('ball_query', 1):
+                strided.contiguous()  # the wrapper's copy: charged
+                torch.zeros(3)  # a memset: charged
+                torch.empty(3)  # an allocation: free
+                with record_function(dispatch.STANDIN_PREFIX + 'ball_query'):
+                    strided.contiguous() + 1  # the reference standing in: the kernel's
+
+    assert _count(run)['grouper'] == dict(launches=3, syncs=0)
+
+
+def test_device_check_fails_on_more_kernels_than_predicted():
+    run = {'device': 'cuda:0', 'train': dict(launches=1000, syncs=4, kernels=1200),
+           'inference': dict(launches=100, syncs=1, kernels=80)}
+    assert dispatch.kernel_excess({'cuda_path': run}) == []
+    run['train']['kernels'] = 1201
+    [line] = dispatch.kernel_excess({'cuda_path': run})
+    assert line.startswith('cuda_path train: 1201 device kernels on cuda:0 against 1000')
+    cpu = {'device': 'cpu', 'train': dict(launches=5, syncs=0), 'inference': dict(launches=1,
+                                                                                 syncs=0)}
+    assert dispatch.kernel_excess({'cuda_path': cpu}) == []  # no profiler count on the CPU
