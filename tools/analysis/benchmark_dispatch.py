@@ -22,16 +22,19 @@ Two code paths, each in its own process (Triton's interpreter must be chosen bef
   inside are ignored, their syncs are not: the references make none), and the references
   return what the kernels return (tests/unit/models/test_point_kernels.py), so the rest of the
   iteration runs on the same values. Running the kernels themselves under Triton's
-  interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``MMGRASP_POINT_OPS=triton``) gives
+  interpreter (``--interpret``: ``TRITON_INTERPRET=1``, ``model.point_ops='triton'``) gives
   the same counts but costs about 1.3 s a sampling step at paper size (four frames of 15 000
   points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
-  the config's backend: by default the torch one, with the implicit GEMM it runs on CUDA
-  (``MMGRASP_SPARSE_CONV=gemm``; the CPU default is the ``pairs`` algorithm, see
-  :mod:`mmgrasp.models.layers.sparse_conv`);
+  the config's backend: by default the torch one, with the chunked im2col it runs on CUDA
+  (the tool sets ``model.backbone.conv_algorithm='chunked_im2col'``; the CPU default is the
+  ``pairs`` algorithm, see :mod:`mmgrasp.models.layers.sparse_conv`);
   ``--cfg-options model.backbone.backend=spconv`` counts spconv's, on CUDA only (spconv's CPU
   wheel cannot train, and its kernels are no ``aten::`` ops: the real kernel count has them).
-- ``torch_reference``: the CPU reference (``MMGRASP_POINT_OPS=torch``: no Triton; the sparse
+- ``torch_reference``: the CPU reference (``model.point_ops='torch'``: no Triton; the sparse
   U-Net's ``backend='torch'`` whatever the config says, with its CPU algorithm), on the CPU.
+
+The choices are the config's keys (``model.point_ops``, ``model.backbone.conv_algorithm``),
+set by :func:`path_config`, so each path's process builds the model as a user's config would.
 
 What counts (the same on both paths):
 
@@ -40,13 +43,21 @@ What counts (the same on both paths):
   views or metadata, allocate (``empty*``), or are no-op conversions (``to``, ``contiguous``
   without a copy) launch nothing (``NO_LAUNCH``).
 - A region opened by ``kernel_scope(name, n)`` (``mmgrasp/models/utils/kernel_scope.py``) is
-  charged ``n`` launches and the ops recorded inside it are ignored: that is how a CUDA-only
-  kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted on the CPU.
+  charged ``n`` launches for its kernels, plus one for each copy or fill recorded inside it
+  (``COPY_ROOTS``: a ``.contiguous()`` of a strided input, an upload, a memset), outside the
+  stand-in range (``STANDIN_PREFIX``) that :class:`ScopedReferences` opens around the torch
+  reference it runs in a kernel's place; every other op inside is ignored. That is how a
+  CUDA-only kernel (Triton, spconv), whose CPU stand-in records other ops or none, is counted
+  on the CPU. The stand-ins make their inputs contiguous first, as the kernels' wrappers do.
 - A multi-tensor op (``_foreach_*``, ``_fused_*``: Adam with ``foreach`` or ``fused``) runs
-  on CUDA as ``multi_tensor_apply`` kernels, each over at most 36 tensors (its smallest limit,
-  at depth 4), and on the CPU as one op per tensor: it is charged ``ceil(tensors / 36)``
-  launches, ``tensors`` being the ops its CPU implementation records, and its inner ops
-  (their syncs too: the CPU implementation's reads of each step count) are ignored.
+  on CUDA as ``multi_tensor_apply`` kernels and on the CPU as one op per tensor. It is
+  charged the launches of torch's chunking (:func:`multi_tensor_launches`: chunks of 65 536
+  elements, a launch whenever a list's tensors or blocks fill up, with the limits of CUDA
+  12.1's 32 KiB kernel arguments), over the optimiser's parameter sizes for ``_fused_*`` ops
+  (depth 4: parameters, gradients, two moments) and one-element tensors for ``_foreach_*``
+  ops (depth 1: under fused Adam the only one is the step counters' ``_foreach_add_``); its
+  inner ops (their syncs too: the CPU implementation's reads of each step count) are
+  ignored.
 - A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
   ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
   ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
@@ -58,7 +69,7 @@ What counts (the same on both paths):
   synchronising runtime calls are reported next to the count (``cuda_syncs``).
 
 On CUDA, ``cuda_path`` also reports the profiler's real figures: ``kernels`` (device kernels,
-memcpys and memsets), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
+memcpys and memsets; :func:`kernel_excess` compares them with the prediction), and per part ``cuda_launches`` (CUDA runtime launch and copy calls),
 ``cuda_syncs`` and ``ms`` (the part's wall time; the device is synchronised around each part).
 
 The JSON (``--json OUT``) is ``{"cuda_path": {"train": {"launches": N, "syncs": M, "parts":
@@ -102,9 +113,26 @@ CUDA_LAUNCH_CALLS = ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC'
                      'cudaLaunchCooperativeKernel')
 CUDA_SYNC_CALLS = ('cudaStreamSynchronize', 'cudaDeviceSynchronize', 'cudaEventSynchronize',
                    'cudaMemcpy', 'cudaStreamWaitEvent')
-#: Multi-tensor ops (foreach / fused optimizers): one CUDA launch per MULTI_TENSOR_LIMIT tensors.
+#: Multi-tensor ops (foreach / fused optimizers), charged by :func:`multi_tensor_launches`.
 MULTI_TENSOR = ('aten::_foreach_', 'aten::_fused_')
-MULTI_TENSOR_LIMIT = 36
+#: torch's multi_tensor_apply (ATen/native/cuda/MultiTensorApply.cuh): elements a block, and
+#: per list depth 1..5 the tensors and blocks of one launch (32 KiB kernel arguments: CUDA
+#: >= 12.1, driver >= 530, sm >= 70; older setups have 1/7 of them).
+MULTI_TENSOR_CHUNK = 65536
+MULTI_TENSOR_MAX_TENSORS = (770, 448, 336, 252, 210)
+MULTI_TENSOR_MAX_BLOCKS = 2240
+#: Ops that a kernel's wrapper calls to copy, upload or fill (``COPY_ROOTS``), charged one
+#: launch inside a kernel scope when they record a copy or memset (``COPY_OPS``): a
+#: ``.contiguous()`` of a contiguous tensor records none. Only outermost ops count: the CPU's
+#: own copies inside other ops (a scalar operand's, a reduction's fill) have none on CUDA.
+COPY_ROOTS = frozenset('aten::' + name for name in (
+    'contiguous', 'clone', 'to', '_to_copy', 'copy_', 'zeros', 'zeros_like', 'new_zeros',
+    'zero_', 'fill_', 'full', 'full_like', 'new_full', 'lift_fresh'))
+COPY_OPS = frozenset(('aten::copy_', 'aten::fill_', 'aten::zero_'))
+#: The range a stand-in for a kernel runs in (ScopedReferences): its ops are the kernel's.
+STANDIN_PREFIX = 'mmgrasp.standin::'
+#: The profiler may count this much more device work than the counter predicts (device_check).
+KERNEL_TOLERANCE = 0.2
 STAGE_PREFIX = 'mmgrasp.stage::'
 PATHS = ('cuda_path', 'torch_reference')
 SYNTHETIC_ARGS = ('--scenes', '1', '--frames', '{frames}', '--objects', '10',
@@ -152,30 +180,41 @@ class ScopedReferences:
         self._ops._kernels_for = lambda tensor: None if self._inside else self
 
     @contextmanager
-    def _reference(self) -> Iterator[None]:
+    def _reference(self, name: str) -> Iterator[None]:
+        from torch.profiler import record_function
         self._inside = True  # the op called below takes its reference branch
         try:
-            yield
+            with record_function(STANDIN_PREFIX + name):
+                yield
         finally:
             self._inside = False
 
+    @staticmethod
+    def _contiguous(*tensors):
+        """The inputs as the kernels' wrappers pass them: contiguous (a copy if strided)."""
+        return [None if t is None else t.contiguous() for t in tensors]
+
     def furthest_point_sample(self, xyz, num: int, mask=None):
-        with self._reference():
+        xyz, mask = self._contiguous(xyz, mask)
+        with self._reference('furthest_point_sample'):
             return self._ops.furthest_point_sample(xyz, num, mask)
 
     def ball_query(self, radius: float, nsample: int, xyz, new_xyz):
-        with self._reference():
+        xyz, new_xyz = self._contiguous(xyz, new_xyz)
+        with self._reference('ball_query'):
             return self._ops.ball_query(radius, nsample, xyz, new_xyz)
 
     def cylinder_queries(self, xyz, new_xyz, rot, radii, hmin: float, hmax, nsample: int):
-        with self._reference():
+        xyz, new_xyz, rot = self._contiguous(xyz, new_xyz, rot)
+        with self._reference('cylinder_queries'):
             return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
         import torch
         k = min(3, ref.shape[1])
-        with self._reference():
+        ref, query = self._contiguous(ref, query)
+        with self._reference('three_nn'):
             dist, idx = self._ops.knn(ref, query, k)
         if k < 3:
             pad = (*dist.shape[:-1], 3 - k)
@@ -194,10 +233,36 @@ def _is_sync(event) -> bool:
     return False
 
 
-def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict[str, int]]:
+def multi_tensor_launches(numels: List[int], depth: int) -> int:
+    """Kernel launches of torch's ``multi_tensor_apply`` over tensors of ``numels`` elements
+    in ``depth`` lists: each tensor is cut into chunks of ``MULTI_TENSOR_CHUNK`` (one block
+    each; empty tensors are skipped), and a launch goes out when the tensors of a launch (a
+    tensor counting once all its chunks are in) or its blocks reach the depth's limits, and at
+    the end if blocks are left; a tensor cut by a full launch continues in the next one."""
+    max_tensors = MULTI_TENSOR_MAX_TENSORS[depth - 1]
+    launches = blocks = tensors = 0
+    for numel in numels:
+        if numel == 0:
+            continue
+        tensors += 1
+        chunks = -(-numel // MULTI_TENSOR_CHUNK)
+        for chunk in range(chunks):
+            blocks += 1
+            last = chunk == chunks - 1
+            if (tensors == max_tensors and last) or blocks == MULTI_TENSOR_MAX_BLOCKS:
+                launches += 1
+                blocks, tensors = 0, 0 if last else 1
+    return launches + (blocks > 0)
+
+
+def count_events(events, stages: Optional[List[tuple]] = None,
+                 param_numels: Optional[Dict[int, List[int]]] = None
+                 ) -> Dict[str, Dict[str, int]]:
     """Launches and syncs per part of profiler ``events`` (``prof.events()``), as the module
     docstring says. ``stages`` [(name, start_us, end_us)] charges root events of other threads
-    (the autograd engine's on CUDA) to the stage whose time span holds their start."""
+    (the autograd engine's on CUDA) to the stage whose time span holds their start.
+    ``param_numels``: per parameter group size, the sizes of its parameters (what a fused
+    optimiser op over that many tensors works on; one chunk each where not given)."""
     from mmgrasp.models.utils.kernel_scope import parse_kernel_scope
     from mmgrasp.models.utils.part_timer import PART_PREFIX
     parts: Dict[str, Dict[str, int]] = defaultdict(lambda: dict(launches=0, syncs=0))
@@ -208,24 +273,36 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
                 return name[len(prefix):]
         return part
 
-    def walk(event, part: str, in_scope: bool, in_sync: bool) -> int:
+    def multi_tensor(event) -> int:
+        tensors = max(1, len(event.cpu_children))
+        if event.name.startswith('aten::_fused_'):  # params, grads, exp_avgs, exp_avg_sqs
+            return multi_tensor_launches((param_numels or {}).get(tensors, [1] * tensors), 4)
+        return multi_tensor_launches([1] * tensors, 1)
+
+    def walk(event, part: str, in_scope: bool, in_sync: bool, standin: bool = False) -> int:
         part = part_of(event.name, part)
         scope = parse_kernel_scope(event.name)
         if scope is None and event.name.startswith(MULTI_TENSOR):
-            tensors = max(1, len(event.cpu_children))
-            scope = event.name, -(-tensors // MULTI_TENSOR_LIMIT)
+            scope = event.name, multi_tensor(event)
             in_sync = True  # the CPU implementation's per-tensor reads; none on CUDA
+        standin = standin or event.name.startswith(STANDIN_PREFIX)
         charged = 0
         if scope is not None and not in_scope:
             parts[part]['launches'] += scope[1]
             charged, in_scope = scope[1], True
+        elif (in_scope and not standin and event.name in COPY_ROOTS
+              and not (event.cpu_parent and event.cpu_parent.name.startswith('aten::'))):
+            standin = True  # the ops inside are its own
+            if _records(event, COPY_OPS):  # a copy or memset the kernel's wrapper launches
+                parts[part]['launches'] += 1
+                charged = 1
         if _is_sync(event) and not in_sync:
             parts[part]['syncs'] += 1
             in_sync = True
         children = sorted(event.cpu_children, key=lambda e: e.time_range.start)
         if not event.name.startswith('aten::'):
             parts[part]['syncs'] += host_reads(children)
-        below = sum(walk(child, part, in_scope, in_sync) for child in children)
+        below = sum(walk(child, part, in_scope, in_sync, standin) for child in children)
         if (event.name.startswith('aten::') and not in_scope and below == 0
                 and event.name not in NO_LAUNCH):
             parts[part]['launches'] += 1
@@ -244,6 +321,11 @@ def count_events(events, stages: Optional[List[tuple]] = None) -> Dict[str, Dict
     for event in roots:
         walk(event, stage_of(event), False, False)
     return dict(parts)
+
+
+def _records(event, names: frozenset) -> bool:
+    """Whether ``event`` or an op below it is one of ``names``."""
+    return event.name in names or any(_records(child, names) for child in event.cpu_children)
 
 
 def host_reads(siblings: list) -> int:
@@ -281,6 +363,21 @@ def cuda_figures(events) -> Dict[str, Dict[str, float]]:
     return dict(figures, kernels=kernels)
 
 
+def kernel_excess(results: dict, tolerance: float = KERNEL_TOLERANCE) -> List[str]:
+    """Where the profiler's device work (``kernels``: kernels, memcpys, memsets; on CUDA
+    only) exceeds the predicted launches by more than ``tolerance``: one line each, for
+    ``results`` as ``--json`` writes them. ``tools/analysis/device_check.sh`` fails on any."""
+    lines = []
+    for path, run in results.items():
+        for mode in ('train', 'inference'):
+            figures = run.get(mode, {})
+            if 'kernels' in figures and figures['kernels'] > figures['launches'] * (1 + tolerance):
+                lines.append(f"{path} {mode}: {figures['kernels']} device kernels on "
+                             f"{run.get('device', '?')} against {figures['launches']} predicted "
+                             f"launches (more than {tolerance:.0%} over)")
+    return lines
+
+
 def summarise(parts: Dict[str, Dict[str, int]]) -> dict:
     return dict(launches=sum(p['launches'] for p in parts.values()),
                 syncs=sum(p['syncs'] for p in parts.values()),
@@ -307,7 +404,8 @@ def profile_path(args: argparse.Namespace) -> dict:
 
     from mmgrasp.registry import MODELS
 
-    cfg = path_config(Config.fromfile(args.config), args.cfg_options, args.run_path)
+    cfg = path_config(Config.fromfile(args.config), args.cfg_options, args.run_path,
+                      args.scoped_references)
     init_default_scope(cfg.get('default_scope', 'mmgrasp'))
     device = torch.device('cuda' if torch.cuda.is_available() and args.run_path == 'cuda_path'
                           else 'cpu')
@@ -325,6 +423,8 @@ def profile_path(args: argparse.Namespace) -> dict:
     # the collision filter of predict works on the cloud the batch carries
     model.test_cfg['collision_cloud'] = 'input'
     optim = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    param_numels = {len(group['params']): [p.numel() for p in group['params']]
+                    for group in optim.optimizer.param_groups}
     spans: List[tuple] = []
     backward, step = optim.backward, optim.step
     optim.backward = lambda loss, **kw: _in_stage('backward', spans, backward, loss, **kw)
@@ -372,7 +472,7 @@ def profile_path(args: argparse.Namespace) -> dict:
         events = prof.events()
         # the forward stage is a container: ops outside every part in it are 'other'
         stages = [s for s in spans if s[0] != 'forward']
-        parts = count_events(events, stages)
+        parts = count_events(events, stages, param_numels)
         if 'forward' in parts:
             other = parts.pop('forward')
             parts.setdefault('other', dict(launches=0, syncs=0))
@@ -385,19 +485,48 @@ def profile_path(args: argparse.Namespace) -> dict:
             for name, values in figures.items():
                 out[mode]['parts'].setdefault(name, dict(launches=0, syncs=0)).update(values)
     out['train']['seconds'] = seconds
+    log(f'{args.run_path}: counting the live bytes of a training iteration ...')
+    spans.clear()
+    out['train']['peak_bytes'] = peak_bytes(train_iteration, device,
+                                            [model.state_dict(keep_vars=True),
+                                             [p.grad for p in model.parameters()],
+                                             optim.optimizer.state, batch])
     out['device'] = str(device)
     out['point_ops'] = ('torch references in the kernels\' scopes' if args.scoped_references
-                        else os.environ.get('MMGRASP_POINT_OPS', 'auto')
+                        else cfg.model.get('point_ops', 'auto')
                         + (' (interpreted)' if os.environ.get('TRITON_INTERPRET') else ''))
+    out['conv_algorithm'] = cfg.model.get('backbone', {}).get('conv_algorithm')
     return out
 
 
-def path_config(cfg, options: dict, path: str):
-    """``cfg`` with ``options`` merged; on ``torch_reference`` a backbone with a ``backend``
-    (the sparse U-Net's) runs the torch one, the reference."""
+def peak_bytes(run, device, alive: list) -> dict:
+    """Peak live tensor bytes of ``run()`` on ``device``, in all and per part
+    (:class:`~mmgrasp.models.utils.live_bytes.LiveBytes`); ``alive``: what lives before it.
+    The forward stage is a container: its own peak (ops outside every part) is ``other``'s."""
+    from mmgrasp.models.utils.live_bytes import LiveBytes
+    with LiveBytes(device) as counter:
+        counter.adopt(alive)
+        start = counter.live
+        run()
+    parts = dict(counter.peaks)
+    if 'forward' in parts:
+        parts['other'] = max(parts.pop('forward'), parts.get('other', 0))
+    return dict(peak=counter.peak, start=start, parts={k: parts[k] for k in sorted(parts)})
+
+
+def path_config(cfg, options: dict, path: str, scoped_references: bool = False):
+    """``cfg`` with ``options`` merged and the path's numerics: on ``cuda_path`` the point
+    ops' kernels (``triton``; the references when the kernels' scopes stand in for them) and
+    the sparse U-Net's chunked im2col; on ``torch_reference`` the references, the sparse
+    U-Net's torch backend and the CPU's algorithm (``auto``)."""
     cfg.merge_from_dict(options)
-    if path == 'torch_reference' and 'backend' in cfg.model.get('backbone', {}):
-        cfg.model.backbone.backend = 'torch'
+    reference = path == 'torch_reference'
+    cfg.model.point_ops = 'torch' if reference or scoped_references else 'triton'
+    backbone = cfg.model.get('backbone', {})
+    if reference and 'backend' in backbone:
+        backbone.backend = 'torch'
+    if 'conv_algorithm' in backbone:
+        backbone.conv_algorithm = 'auto' if reference else 'chunked_im2col'
     return cfg
 
 
@@ -441,19 +570,12 @@ def ensure_synthetic(folder: str, frames: int) -> str:
 
 
 def child_env(path: str, interpret: bool) -> Dict[str, str]:
-    """The environment of a path's process: the point ops' switch (and Triton's interpreter
-    for ``cuda_path`` on the CPU with ``--interpret``)."""
+    """The environment of a path's process: Triton's interpreter for ``cuda_path`` on the
+    CPU with ``--interpret`` (it must be chosen before Triton is imported)."""
     env = dict(os.environ)
     env.pop('TRITON_INTERPRET', None)
-    env.pop('MMGRASP_POINT_OPS', None)
-    # the sparse U-Net's torch backend: CUDA's implicit GEMM, or the CPU default (pairs)
-    env['MMGRASP_SPARSE_CONV'] = 'gemm' if path == 'cuda_path' else 'auto'
-    if path == 'cuda_path' and (_has_cuda() or interpret):
-        env['MMGRASP_POINT_OPS'] = 'triton'
-        if not _has_cuda():
-            env['TRITON_INTERPRET'] = '1'
-    else:  # the references; on cuda_path inside the kernels' scopes (--scoped-references)
-        env['MMGRASP_POINT_OPS'] = 'torch'
+    if path == 'cuda_path' and interpret and not _has_cuda():
+        env['TRITON_INTERPRET'] = '1'
     return env
 
 

@@ -23,7 +23,8 @@
 #   6. tools/analysis/benchmark_dispatch.py for the three recipes (the GSNet demo config in
 #      the smoke run) on the demo dataset: kernel launches and host syncs per part on the CUDA
 #      path and the torch reference, and on a GPU the profiler's real CUDA kernel count and
-#      per-part times; on a GPU with spconv's CUDA wheel, GSNet's CUDA path once more with
+#      per-part times (the step fails where that count exceeds the prediction by more than
+#      20 %: benchmark_dispatch.kernel_excess); on a GPU with spconv's CUDA wheel, GSNet's CUDA path once more with
 #      model.backbone.backend=spconv (spconv's kernels are no aten:: ops: only the CUDA
 #      kernel column counts them).
 #
@@ -266,14 +267,21 @@ for config in "${DISPATCH[@]}"; do
     run=$?
     "$PY" - "$WORK/dispatch_$config.json" "$config" "$run" >> "$RESULTS" <<'EOF' || { dispatch_status=1; fenced "$WORK/dispatch_$config.log" 30; }
 import json, sys
+sys.path.insert(0, 'tools/analysis')
+from benchmark_dispatch import kernel_excess
 path, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if run != 0:
     sys.exit(1)
-for name, result in json.load(open(path)).items():
+results = json.load(open(path))
+for name, result in results.items():
     train, infer = result['train'], result['inference']
     print(f"| {config} | {name} ({result['device']}) | {train['launches']} / {train['syncs']} | "
           f"{infer['launches']} / {infer['syncs']} | {train.get('kernels', '-')} | "
           f"{train['seconds']:.3g} |")
+excess = kernel_excess(results)  # the profiler's kernels > the counter's prediction + 20 %
+for line in excess:
+    print(f'\n**{config}: more device work than counted**: {line}')
+sys.exit(1 if excess else 0)
 EOF
     if [ "$run" -eq 0 ]; then
         { echo; echo "\`$config\` (launches / syncs):"; echo

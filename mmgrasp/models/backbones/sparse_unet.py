@@ -2,27 +2,31 @@
 spconv backend)."""
 from typing import Optional, Sequence
 
+from mmengine.logging import print_log
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from mmgrasp.registry import MODELS
 from ..layers.sparse_conv import (SparseBatchNorm, SparseConv3d, SparseConvTranspose3d,
-                                  SparseReLU, SparseTensor, sparse_cat, voxelize)
+                                  SparseReLU, SparseTensor, check_algorithm, sparse_cat,
+                                  voxelize)
 
 
 class SparseBasicBlock(nn.Module):
     """ResNet basic block (two 3³ submanifold convs). When the width changes, a 1³ conv + BN
     projects the shortcut, as in MinkowskiEngine's ``BasicBlock`` with ``_make_layer``."""
 
-    def __init__(self, in_channels: int, channels: int, backend: str = 'torch') -> None:
+    def __init__(self, in_channels: int, channels: int, backend: str = 'torch',
+                 algorithm: str = 'auto') -> None:
         super().__init__()
-        self.conv1 = SparseConv3d(in_channels, channels, 3, backend=backend)
+        conv = dict(backend=backend, algorithm=algorithm)
+        self.conv1 = SparseConv3d(in_channels, channels, 3, **conv)
         self.norm1 = SparseBatchNorm(channels)
-        self.conv2 = SparseConv3d(channels, channels, 3, backend=backend)
+        self.conv2 = SparseConv3d(channels, channels, 3, **conv)
         self.norm2 = SparseBatchNorm(channels)
         self.relu = SparseReLU()
         self.downsample = None if in_channels == channels else nn.Sequential(
-            SparseConv3d(in_channels, channels, 1, backend=backend), SparseBatchNorm(channels))
+            SparseConv3d(in_channels, channels, 1, **conv), SparseBatchNorm(channels))
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         out = self.norm2(self.conv2(self.relu(self.norm1(self.conv1(x)))))
@@ -30,9 +34,9 @@ class SparseBasicBlock(nn.Module):
         return self.relu(out.replace(out.feats + shortcut.feats))
 
 
-def _blocks(in_channels: int, channels: int, num: int, backend: str) -> nn.Sequential:
+def _blocks(in_channels: int, channels: int, num: int, conv: dict) -> nn.Sequential:
     return nn.Sequential(*[SparseBasicBlock(in_channels if i == 0 else channels, channels,
-                                            backend) for i in range(num)])
+                                            **conv) for i in range(num)])
 
 
 @MODELS.register_module()
@@ -57,30 +61,38 @@ class SparseUNet14(BaseModule):
         voxel_size: voxel edge in metres.
         channels: 8 widths: 4 encoder stages, then 4 decoder stages.
         layers: basic blocks per stage, 8 entries.
-        backend: 'torch' (pure-PyTorch implicit GEMM: the reference, runs anywhere) or
+        backend: 'torch' (pure PyTorch: the reference, runs anywhere) or
             'spconv' (spconv 2.3.x kernels: the GPU backend; its CPU wheel runs forward
             passes only). Same parameters, same state_dict; see ``layers/spconv_backend.py``.
+        conv_algorithm: how the torch backend convolves: 'chunked_im2col', 'pairs' or 'auto'
+            (chunked im2col on CUDA, pairs on the CPU); see ``layers/sparse_conv.py``. A
+            config key, so it is in the hashed config; logged when the U-Net is built.
     """
 
     def __init__(self, in_channels: int = 3, out_channels: int = 512, voxel_size: float = 0.005,
                  channels: Sequence[int] = (32, 64, 128, 256, 256, 128, 96, 96),
                  layers: Sequence[int] = (1, 1, 1, 1, 1, 1, 1, 1), backend: str = 'torch',
-                 init_cfg: Optional[dict] = None) -> None:
+                 conv_algorithm: str = 'auto', init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg)
         if len(channels) != 8 or len(layers) != 8:
             raise ValueError('channels and layers need 8 entries each')
         self.in_channels, self.out_channels, self.voxel_size = in_channels, out_channels, voxel_size
         stem = channels[0]
-        self.backend = backend
-        self.stem = nn.Sequential(SparseConv3d(in_channels, stem, 5, backend=backend),
+        self.backend, self.conv_algorithm = backend, check_algorithm(conv_algorithm)
+        conv = dict(backend=backend, algorithm=conv_algorithm)
+        print_log(f'SparseUNet14: backend={backend!r}, conv_algorithm={conv_algorithm!r}'
+                  + (" (chunked_im2col on CUDA, pairs on the CPU)"
+                     if conv_algorithm == 'auto' and backend == 'torch' else ''),
+                  logger='current')
+        self.stem = nn.Sequential(SparseConv3d(in_channels, stem, 5, **conv),
                                   SparseBatchNorm(stem), SparseReLU())
         self.down = nn.ModuleList()
         width = stem
         for i in range(4):
             self.down.append(nn.Sequential(
-                SparseConv3d(width, width, 2, stride=2, backend=backend),
+                SparseConv3d(width, width, 2, stride=2, **conv),
                 SparseBatchNorm(width), SparseReLU(),
-                _blocks(width, channels[i], layers[i], backend)))
+                _blocks(width, channels[i], layers[i], conv)))
             width = channels[i]
         skips = [channels[2], channels[1], channels[0], stem]
         self.up_convs = nn.ModuleList()
@@ -88,12 +100,11 @@ class SparseUNet14(BaseModule):
         self.up_blocks = nn.ModuleList()
         for i in range(4):
             planes = channels[4 + i]
-            self.up_convs.append(SparseConvTranspose3d(width, planes, 2, stride=2,
-                                                       backend=backend))
+            self.up_convs.append(SparseConvTranspose3d(width, planes, 2, stride=2, **conv))
             self.up_norms.append(nn.Sequential(SparseBatchNorm(planes), SparseReLU()))
-            self.up_blocks.append(_blocks(planes + skips[i], planes, layers[4 + i], backend))
+            self.up_blocks.append(_blocks(planes + skips[i], planes, layers[4 + i], conv))
             width = planes
-        self.head = SparseConv3d(width, out_channels, 1, bias=True, backend=backend)
+        self.head = SparseConv3d(width, out_channels, 1, bias=True, **conv)
 
     def forward_sparse(self, x: SparseTensor) -> SparseTensor:
         """Stride-1 sparse tensor -> per-voxel features on the same coordinates."""

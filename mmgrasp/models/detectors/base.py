@@ -3,12 +3,14 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
+from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from torch import Tensor
 
 from mmgrasp.evaluation.functional import ModelFreeCollisionDetector
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
+from ..layers.point_ops import check_point_ops, point_ops_backend
 from ..utils.grasp_geometry import GRASP_HEIGHT
 from ..utils.part_timer import PartTimer
 
@@ -25,12 +27,19 @@ class GraspDetector(BaseModel):
     """Base of the detectors: ``forward(inputs, data_samples, mode)`` dispatches to
     :meth:`loss`, :meth:`predict` or :meth:`_seed_stage` ('tensor'); ``self.timer`` collects
     the wall time of the parts (backbone, seed_selection, view, assigner, grouper, head,
-    losses) for benchmarks. ``test_cfg`` sets the test-time processing (``DEFAULT_TEST_CFG``)."""
+    losses) for benchmarks. ``test_cfg`` sets the test-time processing (``DEFAULT_TEST_CFG``).
+    ``point_ops`` ('auto', 'torch', 'triton'; see :mod:`..layers.point_ops`) chooses the
+    samplers' and queries' implementation for the forward passes; logged when built."""
 
     def __init__(self, data_preprocessor: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None):
+                 init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
+                 point_ops: str = 'auto'):
         super().__init__(data_preprocessor=build_in_scope(
             MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
+        self.point_ops = check_point_ops(point_ops)
+        print_log(f'{type(self).__name__}: point_ops={point_ops!r}'
+                  + (' (Triton kernels on CUDA tensors, torch references on the CPU)'
+                     if point_ops == 'auto' else ''), logger='current')
         self.timer = PartTimer()
         unknown = sorted(set(test_cfg or {}) - set(DEFAULT_TEST_CFG))
         if unknown:
@@ -77,6 +86,11 @@ class GraspDetector(BaseModel):
 
     def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
                 mode: str = 'tensor'):
+        with point_ops_backend(self.point_ops):
+            return self._forward(inputs, data_samples, mode)
+
+    def _forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]],
+                 mode: str):
         if mode == 'loss':
             return self.loss(inputs, data_samples)
         if mode == 'predict':

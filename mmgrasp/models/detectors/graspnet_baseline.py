@@ -68,8 +68,8 @@ class GraspNetBaseline(GraspDetector):
                  loss: Optional[dict] = None, num_views: int = 300, num_angles: int = 12,
                  num_depths: int = 4, objectness_filter: bool = False,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor, init_cfg, test_cfg)
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
         self.backbone = build_in_scope(MODELS, backbone or self.default_backbone())
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(

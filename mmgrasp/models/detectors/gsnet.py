@@ -47,8 +47,9 @@ class GSNet(GraspDetector):
                  graspness_threshold: float = 0.1, seed: int = 0, num_views: int = 300,
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor, init_cfg, test_cfg)
+                 init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
+                 point_ops: str = 'auto'):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)

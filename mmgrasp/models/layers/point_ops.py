@@ -3,7 +3,9 @@
 Each sampler and query has a pure-PyTorch reference (the CPU path) and, on CUDA tensors with
 Triton installed, a one-launch kernel (:mod:`.point_kernels`) that returns the same indices,
 launched inside ``kernel_scope(name, 1)`` so that the launch counter charges it one launch.
-``MMGRASP_POINT_OPS`` chooses: unset or ``auto`` (the kernels on CUDA tensors), ``torch`` (the
+The detectors' ``point_ops`` (a model config key, so it is in the hashed config) chooses, for
+their forward passes (:func:`point_ops_backend`): ``auto`` (the default: the kernels on CUDA
+tensors; without Triton the references, with one warning saying so), ``torch`` (the
 references everywhere) or ``triton`` (the kernels on every tensor: on CPU tensors under
 ``TRITON_INTERPRET=1``, as the launch counter runs the CUDA path). The references take
 batched tensors, are vectorised over points, and are deterministic on the CPU. The
@@ -16,10 +18,12 @@ On CUDA the backward passes of the gathers (``group_points``, ``gather_points``,
 ``three_nn_interpolate``) accumulate gradients with atomics when indices repeat. They are
 deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 """
-import os
+import contextvars
+import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from types import ModuleType
-from typing import Optional, Sequence, Tuple
+from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -29,29 +33,57 @@ from ..utils.kernel_scope import kernel_scope
 _CHUNK_ELEMENTS = 1 << 23  # 8M elements per (B, chunk, N) temporary (32 MiB in float32)
 
 
+_TRITON_MISSING: list = []  # why the kernels module failed to import, once it has
+
+
 @lru_cache(maxsize=1)
 def triton_kernels() -> Optional[ModuleType]:
     """The Triton kernels module, or None when Triton is not installed."""
     try:
         from . import point_kernels
-    except ImportError:
+    except ImportError as error:
+        _TRITON_MISSING.append(f'{type(error).__name__}: {error}')
         return None
     return point_kernels
 
 
-_CHOICES = ('auto', 'torch', 'triton')
+#: The values of the detectors' ``point_ops``.
+POINT_OPS_BACKENDS = ('auto', 'torch', 'triton')
+_BACKEND = contextvars.ContextVar('mmgrasp_point_ops', default='auto')
+_WARNED: list = []  # the auto fallback warns once a process
+
+
+def check_point_ops(choice: str) -> str:
+    if choice not in POINT_OPS_BACKENDS:
+        raise ValueError(f'point_ops={choice!r}: expected one of {POINT_OPS_BACKENDS}')
+    return choice
+
+
+@contextmanager
+def point_ops_backend(choice: str) -> Iterator[None]:
+    """Run the enclosed point ops on ``choice`` (see the module docstring)."""
+    token = _BACKEND.set(check_point_ops(choice))
+    try:
+        yield
+    finally:
+        _BACKEND.reset(token)
 
 
 def _kernels_for(tensor: Tensor) -> Optional[ModuleType]:
     """The Triton kernels when they run on ``tensor`` (see the module docstring), else None."""
-    choice = os.environ.get('MMGRASP_POINT_OPS', 'auto') or 'auto'
-    if choice not in _CHOICES:
-        raise ValueError(f'MMGRASP_POINT_OPS={choice!r}: expected one of {_CHOICES}')
+    choice = _BACKEND.get()
     if choice == 'torch' or (choice == 'auto' and not tensor.is_cuda):
         return None
     kernels = triton_kernels()
-    if kernels is None and choice == 'triton':
-        raise ImportError('MMGRASP_POINT_OPS=triton needs triton (pip install triton)')
+    if kernels is None:
+        why = _TRITON_MISSING[0] if _TRITON_MISSING else 'not importable'
+        if choice == 'triton':
+            raise ImportError(f"point_ops='triton' needs triton (pip install triton): {why}")
+        if not _WARNED:
+            _WARNED.append(why)
+            warnings.warn(f"point_ops='auto' on CUDA tensors runs the torch references (Python "
+                          f"loops, thousands of launches an iteration): the Triton kernels do "
+                          f"not import ({why})", RuntimeWarning, stacklevel=3)
     return kernels
 
 

@@ -14,29 +14,35 @@ it, as in MinkowskiEngine's downsampling. Maps are cached in ``SparseTensor.cach
 by every tensor derived from one :func:`voxelize` call, so a U-Net builds each map once per
 forward.
 
-Implicit GEMM. A kernel map is an (N_out, K) neighbour table: per output row, the input row it
-meets through each of the K = k³ offsets, or a zero row. A convolution is one gather of the
-(N_out, K * C_in) neighbourhood matrix and one matmul with the (K * C_in, C_out) weight, a
-fixed number of kernel launches whatever the kernel size (the layout spconv's implicit GEMM
-and MinkowskiEngine use too). Absent neighbours cost arithmetic on zeros, not launches.
+Chunked im2col. A kernel map is an (N_out, K) neighbour table: per output row, the input row
+it meets through each of the K = k³ offsets, or a zero row. A convolution gathers the
+(N_out, K * C_in) neighbourhood matrix (im2col) and multiplies it by the (K * C_in, C_out)
+weight, a fixed number of kernel launches whatever the kernel size; absent neighbours cost
+arithmetic on zeros, not launches. The whole matrix would be large (26 325 rows x 27 x 224
+channels: 637 MB for one convolution of GSNet's at paper size, twice that in its backward), so
+it is gathered and multiplied in chunks of output rows of at most ``IM2COL_CHUNK_ELEMENTS``
+elements (256 MiB in float32): two launches a chunk, and only the level-0 convolutions of
+the widest layers need more than one chunk (the launch table in docs/benchmarks.md).
 
 Algorithms. That trade suits a GPU, where launches are what costs; on the CPU a launch costs
 little and the zeros do: at the paper's occupancy (37 % of the 27 neighbours present) the
-implicit GEMM does 2.7x the arithmetic. ``MMGRASP_SPARSE_CONV`` therefore chooses how the
-torch backend convolves: ``gemm`` (the implicit GEMM), ``pairs`` (per kernel offset, one
-product of only the present (input, output) pairs, summed offset by offset: K launches and
-one host sync per kernel map) or ``auto`` (the default: ``gemm`` on CUDA, ``pairs`` on the
-CPU). Both use the same kernel map and parameters and agree to float rounding (tested); each
-is deterministic. The launch counter's ``cuda_path`` sets ``gemm``.
+im2col product does 2.7x the arithmetic. The layers' ``algorithm`` (the U-Net's
+``conv_algorithm``, a model config key) therefore chooses how the torch backend convolves:
+``chunked_im2col``, ``pairs`` (per kernel offset, one product of only the present (input,
+output) pairs, summed offset by offset: K launches and one host sync per kernel map) or
+``auto`` (the default: ``chunked_im2col`` on CUDA, ``pairs`` on the CPU). Both use the same
+kernel map and parameters and agree to float rounding (tested); each is deterministic. The
+launch counter's ``cuda_path`` sets ``chunked_im2col``.
 
-Determinism. No step adds into shared addresses at once: the implicit GEMM's forward and
-both backward products are matmuls, and its input gradient gathers through the inverse table
-(a scatter whose writes never collide); the pairs algorithm adds one offset at a time, and
+Determinism. No step adds into shared addresses at once: the chunked im2col's forward and
+both backward products are matmuls (the weight gradient summed chunk after chunk, in row
+order), and its input gradient gathers through the inverse table (a scatter whose writes
+never collide); the pairs algorithm adds one offset at a time, and
 within an offset no row occurs twice. Results are bit-reproducible on the CPU (tested) and, by construction, on
 CUDA. The exception is ``voxelize(reduce='mean')`` on CUDA, where many points share a voxel:
 it is deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 
-Backends. Every conv layer takes ``backend='torch'`` (this module's implicit GEMM: the
+Backends. Every conv layer takes ``backend='torch'`` (this module's algorithms: the
 reference, and the CPU default) or ``backend='spconv'`` (spconv 2.3's kernels, the GPU backend;
 see :mod:`.spconv_backend`). Both keep the same parameters, so one state_dict serves both.
 
@@ -45,9 +51,8 @@ Host syncs. Only the coordinate sets have sizes the host must know: :func:`voxel
 all); kernel maps are built on the device.
 """
 import math
-import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -59,8 +64,11 @@ from . import spconv_backend
 #: The values of the conv layers' ``backend`` argument.
 BACKENDS = ('torch', 'spconv')
 
-#: The values of ``MMGRASP_SPARSE_CONV`` (see the module docstring).
-ALGORITHMS = ('auto', 'gemm', 'pairs')
+#: The values of the layers' ``algorithm`` (see the module docstring).
+ALGORITHMS = ('auto', 'chunked_im2col', 'pairs')
+
+#: Elements of one chunk of the im2col matrix (see the module docstring).
+IM2COL_CHUNK_ELEMENTS = 1 << 26
 
 _BITS = 18  # per spatial axis; the batch index takes the top 9 bits of the int64 key
 _FIELD_OFFSET = 1 << (_BITS - 1)
@@ -278,14 +286,17 @@ def _downsampled(x: SparseTensor, stride: int) -> tuple:
     return x.cache[key][1:]
 
 
-def conv_algorithm(device: torch.device) -> str:
-    """``'gemm'`` or ``'pairs'``: how the torch backend convolves on ``device``."""
-    choice = os.environ.get('MMGRASP_SPARSE_CONV', 'auto') or 'auto'
-    if choice not in ALGORITHMS:
-        raise ValueError(f'MMGRASP_SPARSE_CONV={choice!r}: expected one of {ALGORITHMS}')
-    if choice == 'auto':
-        return 'gemm' if device.type == 'cuda' else 'pairs'
-    return choice
+def check_algorithm(algorithm: str) -> str:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f'sparse conv algorithm={algorithm!r}: expected one of {ALGORITHMS}')
+    return algorithm
+
+
+def conv_algorithm(algorithm: str, device: torch.device) -> str:
+    """``'chunked_im2col'`` or ``'pairs'``: how the torch backend convolves on ``device``."""
+    if check_algorithm(algorithm) == 'auto':
+        return 'chunked_im2col' if device.type == 'cuda' else 'pairs'
+    return algorithm
 
 
 class _KernelMap:
@@ -321,7 +332,7 @@ class _SparseConvBase(nn.Module):
     transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int,
-                 dilation: int, bias: bool, backend: str) -> None:
+                 dilation: int, bias: bool, backend: str, algorithm: str) -> None:
         super().__init__()
         if dilation * (kernel_size // 2 + 1) > _MAX_OFFSET:
             raise ValueError('kernel_size * dilation too large for the coordinate hash')
@@ -336,7 +347,7 @@ class _SparseConvBase(nn.Module):
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (volume * out_channels)))
         # A stride-1 1³ convolution pairs every row with itself: one plain matmul.
         self._pointwise = volume == 1 and stride == 1
-        self.backend = backend
+        self.backend, self.algorithm = backend, check_algorithm(algorithm)
         self._spconv = None  # the spconv module (no parameters), kept out of the module tree
         if backend == 'spconv' and not self._pointwise:
             spconv_backend.check_layer(kernel_size, stride, dilation, self.transposed)
@@ -348,7 +359,7 @@ class _SparseConvBase(nn.Module):
     def extra_repr(self) -> str:
         return (f'{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, '
                 f'stride={self.stride}, dilation={self.dilation}, bias={self.bias is not None}, '
-                f'backend={self.backend!r}')
+                f'backend={self.backend!r}, algorithm={self.algorithm!r}')
 
     def _map(self, x: SparseTensor, out: SparseTensor) -> _KernelMap:
         if x.keys is None or out.keys is None:
@@ -369,41 +380,78 @@ class _SparseConvBase(nn.Module):
             with torch.autocast(x.feats.device.type, enabled=False):
                 result = x.feats @ self.weight[0].to(x.feats.dtype)
         else:
-            result = _SparseConvFunction.apply(x.feats, self.weight, self._map(x, out))
+            result = _SparseConvFunction.apply(x.feats, self.weight, self._map(x, out),
+                                               self.algorithm)
         return result if self.bias is None else result + self.bias
 
 
-def _gather(feats: Tensor, table: Tensor) -> Tensor:
-    """(N, K * C): row q holds ``feats[table[q, k]]`` for every k, zeros where the table
-    says "none" (index ``len(feats)``)."""
+def _chunk_rows(width: int) -> int:
+    """Rows of an im2col chunk of ``width`` columns (see ``IM2COL_CHUNK_ELEMENTS``)."""
+    return max(1, IM2COL_CHUNK_ELEMENTS // max(1, width))
+
+
+def _im2col_chunks(feats: Tensor, table: Tensor) -> Iterator[Tuple[slice, Tensor]]:
+    """(rows, matrix) for consecutive chunks of output rows: row q of ``matrix`` holds
+    ``feats[table[q, k]]`` for every k, zeros where the table says "none" (index
+    ``len(feats)``). Only one chunk is alive at a time."""
     padded = F.pad(feats, (0, 0, 0, 1))
-    return padded.index_select(0, table.view(-1)).view(len(table), -1)
+    step = _chunk_rows(table.shape[1] * feats.shape[1])
+    for lo in range(0, len(table), step):
+        rows = slice(lo, min(lo + step, len(table)))
+        part = table[rows]
+        yield rows, padded.index_select(0, part.reshape(-1)).view(len(part), -1)
+
+
+def _im2col_product(feats: Tensor, table: Tensor, weight: Tensor) -> Tensor:
+    """(N, K * C) im2col matrix of ``feats`` through ``table`` times ``weight`` (K * C, C_out),
+    chunk by chunk of rows, each chunk's product written into its rows of the result."""
+    out = feats.new_empty(len(table), weight.shape[1])
+    for rows, matrix in _im2col_chunks(feats, table):
+        torch.mm(matrix, weight, out=out[rows])
+    return out
+
+
+def _im2col_weight_grad(feats: Tensor, table: Tensor, grad_out: Tensor) -> Tensor:
+    """(K * C, C_out): the im2col matrix transposed times ``grad_out``, summed over the chunks
+    in row order (deterministic)."""
+    grad = None
+    for rows, matrix in _im2col_chunks(feats, table):
+        if grad is None:
+            grad = matrix.T @ grad_out[rows]
+        else:
+            grad.addmm_(matrix.T, grad_out[rows])
+    if grad is None:  # no output rows
+        grad = feats.new_zeros(table.shape[1] * feats.shape[1], grad_out.shape[1])
+    return grad
 
 
 class _SparseConvFunction(torch.autograd.Function):
-    """Implicit GEMM: one gather of every output row's neighbours, one matmul with the
-    (K * C_in, C_out) weight, and a hand-written backward of the same shape.
+    """The torch backend's convolution (``algorithm``: chunked im2col or pairs, see the module
+    docstring), with a hand-written backward of the same shape.
 
-    Backward: the input gradient gathers the output gradient through the inverse table and
-    multiplies by the transposed weight, so every input row's sum is one matmul row: no
-    scatter, no atomics, deterministic on any device. The weight gradient is one matmul of the
-    re-gathered input (autograd keeps no (N, K * C) copy). Autocast is switched off inside and
-    the maths runs in the features' dtype, like MinkowskiEngine, which has no half-precision
-    path; under AMP the U-Net therefore stays float32 (its BatchNorms emit float32).
+    Chunked im2col backward: the input gradient gathers the output gradient through the
+    inverse table and multiplies by the transposed weight, so every input row's sum is one
+    matmul row: no scatter, no atomics, deterministic on any device. The weight gradient
+    re-gathers the input chunk by chunk (autograd keeps no (N, K * C) copy). Autocast is
+    switched off inside and the maths runs in the features' dtype, like MinkowskiEngine, which
+    has no half-precision path; under AMP the U-Net therefore stays float32 (its BatchNorms
+    emit float32).
     """
 
     @staticmethod
-    def forward(ctx, feats: Tensor, weight: Tensor, kernel_map: _KernelMap) -> Tensor:
+    def forward(ctx, feats: Tensor, weight: Tensor, kernel_map: _KernelMap,
+                algorithm: str) -> Tensor:
         ctx.save_for_backward(feats, weight)
         ctx.kernel_map, ctx.weight_dtype = kernel_map, weight.dtype
+        ctx.algorithm = conv_algorithm(algorithm, feats.device)
         with torch.autocast(feats.device.type, enabled=False):
             weight = weight.to(feats.dtype)
-            if conv_algorithm(feats.device) == 'pairs':
+            if ctx.algorithm == 'pairs':
                 out = feats.new_zeros(len(kernel_map.table), weight.shape[2])
                 for k, rows_out, rows_in in kernel_map.pairs:
                     out.index_add_(0, rows_out, feats[rows_in] @ weight[k])
                 return out
-            return _gather(feats, kernel_map.table) @ weight.reshape(-1, weight.shape[2])
+            return _im2col_product(feats, kernel_map.table, weight.reshape(-1, weight.shape[2]))
 
     @staticmethod
     @once_differentiable
@@ -412,15 +460,15 @@ class _SparseConvFunction(torch.autograd.Function):
         kernel_map, grad_feats, grad_weight = ctx.kernel_map, None, None
         grad_out = grad_out.to(feats.dtype)
         cast = weight.to(feats.dtype)
-        if conv_algorithm(feats.device) == 'pairs':
-            return _pairs_backward(ctx, feats, cast, grad_out, kernel_map) + (None, )
+        if ctx.algorithm == 'pairs':
+            return _pairs_backward(ctx, feats, cast, grad_out, kernel_map) + (None, None)
         if ctx.needs_input_grad[0]:
-            grad_feats = _gather(grad_out, kernel_map.inverse) @ \
-                cast.transpose(1, 2).reshape(-1, cast.shape[1])
+            grad_feats = _im2col_product(grad_out, kernel_map.inverse,
+                                         cast.transpose(1, 2).reshape(-1, cast.shape[1]))
         if ctx.needs_input_grad[1]:
-            grad_weight = (_gather(feats, kernel_map.table).T @ grad_out).view_as(cast)
-            grad_weight = grad_weight.to(weight.dtype)
-        return grad_feats, grad_weight, None
+            grad_weight = _im2col_weight_grad(feats, kernel_map.table, grad_out)
+            grad_weight = grad_weight.view_as(cast).to(weight.dtype)
+        return grad_feats, grad_weight, None, None
 
 
 def _pairs_backward(ctx, feats: Tensor, weight: Tensor, grad_out: Tensor,
@@ -449,8 +497,9 @@ class SparseConv3d(_SparseConvBase):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3,
                  stride: int = 1, dilation: int = 1, bias: bool = False,
-                 backend: str = 'torch') -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend)
+                 backend: str = 'torch', algorithm: str = 'auto') -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend,
+                         algorithm)
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         if self._spconv is not None:
@@ -476,8 +525,9 @@ class SparseConvTranspose3d(_SparseConvBase):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 2,
                  stride: int = 2, dilation: int = 1, bias: bool = False,
-                 backend: str = 'torch') -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend)
+                 backend: str = 'torch', algorithm: str = 'auto') -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, dilation, bias, backend,
+                         algorithm)
 
     def forward(self, x: SparseTensor, target: SparseTensor) -> SparseTensor:
         if target.stride * self.stride != x.stride:

@@ -16,7 +16,8 @@ triton = pytest.importorskip('triton')
 from mmgrasp.models.layers import point_kernels  # noqa: E402
 from mmgrasp.models.layers.point_ops import (_furthest_point_sample_reference,  # noqa: E402
                                              _knn_reference, ball_query, cylinder_queries,
-                                             cylinder_query, furthest_point_sample, knn)
+                                             cylinder_query, furthest_point_sample, knn,
+                                             point_ops_backend)
 
 pytestmark = pytest.mark.skipif(
     not _INTERPRETED, reason='triton was imported for the GPU before this module (with a GPU: '
@@ -128,7 +129,7 @@ def test_three_nn_kernel_equals_reference(m):
 
 
 def test_the_switch_chooses_kernels_or_references(monkeypatch):
-    """Unset: references on CPU tensors; ``triton``: the kernels (here interpreted), giving the
+    """``auto``: references on CPU tensors; ``triton``: the kernels (here interpreted), giving the
     same results through the public ops; an unknown value is an error."""
     xyz = _duplicated(_points(1, 120, seed=9))
     rot = _rotations(1, 6, seed=9)
@@ -143,14 +144,13 @@ def test_the_switch_chooses_kernels_or_references(monkeypatch):
                 cylinder_query(0.05, -0.02, 0.04, 8, xyz, xyz[:, :6], rot),
                 *knn(xyz, xyz[:, :6], 3))
 
-    monkeypatch.delenv('MMGRASP_POINT_OPS', raising=False)
     reference = run()
     assert calls == []
-    monkeypatch.setenv('MMGRASP_POINT_OPS', 'triton')
-    kernels = run()
+    with point_ops_backend('triton'):
+        kernels = run()
     assert calls == ['furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn']
     for a, b in zip(kernels, reference):
         assert torch.equal(a, b)
-    monkeypatch.setenv('MMGRASP_POINT_OPS', 'cuda')
-    with pytest.raises(ValueError, match='MMGRASP_POINT_OPS'):
-        furthest_point_sample(xyz, 10)
+    with pytest.raises(ValueError, match="point_ops='cuda'"):
+        with point_ops_backend('cuda'):
+            furthest_point_sample(xyz, 10)

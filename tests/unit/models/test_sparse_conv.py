@@ -1,18 +1,33 @@
 """Sparse convolution against dense conv3d / conv_transpose3d on a small occupied grid, with
-each of the torch backend's algorithms (implicit GEMM, per-offset pairs)."""
+each of the torch backend's algorithms (chunked im2col, in one chunk and in many; per-offset
+pairs)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mmgrasp.models.layers import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
                                    hash_coords, sparse_cat, unhash_coords, voxelize)
+from mmgrasp.models.layers import sparse_conv
 from mmgrasp.models.layers.sparse_conv import conv_algorithm
 
+LAYER = {}  # the algorithm of the layers the tests build (the fixture sets it)
 
-@pytest.fixture(autouse=True, params=['gemm', 'pairs'])
+
+def _conv(*args, **kwargs) -> SparseConv3d:
+    return SparseConv3d(*args, **LAYER, **kwargs)
+
+
+def _up(*args, **kwargs) -> SparseConvTranspose3d:
+    return SparseConvTranspose3d(*args, **LAYER, **kwargs)
+
+
+@pytest.fixture(autouse=True, params=['chunked_im2col', 'chunked_im2col/small', 'pairs'])
 def algorithm(request, monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', request.param)
-    return request.param
+    name, _, chunks = request.param.partition('/')
+    monkeypatch.setitem(LAYER, 'algorithm', name)
+    if chunks:  # chunks of 3 to 100 rows at these widths: every product in many pieces
+        monkeypatch.setattr(sparse_conv, 'IM2COL_CHUNK_ELEMENTS', 300)
+    return name
 
 SIZE, SHIFT, C_IN, C_OUT = 8, 4, 3, 4  # cells -4..3: negative coordinates, even shift
 
@@ -47,7 +62,7 @@ def _at(dense, coords, shift):
 @pytest.mark.parametrize('kernel_size,dilation', [(1, 1), (2, 1), (3, 1), (3, 2), (5, 1)])
 def test_submanifold_matches_dense(kernel_size, dilation):
     x, dense = _grid()
-    conv = SparseConv3d(C_IN, C_OUT, kernel_size, dilation=dilation, bias=True).double()
+    conv = _conv(C_IN, C_OUT, kernel_size, dilation=dilation, bias=True).double()
     torch.nn.init.normal_(conv.bias)
     y = conv(x)
     assert y.coords is x.coords and y.stride == 1
@@ -62,7 +77,7 @@ def test_submanifold_matches_dense(kernel_size, dilation):
 @pytest.mark.parametrize('kernel_size', [2, 3])
 def test_strided_matches_dense(kernel_size):
     x, dense = _grid(seed=1)
-    conv = SparseConv3d(C_IN, C_OUT, kernel_size, stride=2).double()
+    conv = _conv(C_IN, C_OUT, kernel_size, stride=2).double()
     y = conv(x)
     assert y.stride == 2
     expected = torch.unique(hash_coords(torch.cat([x.coords[:, :1], x.coords[:, 1:] // 2], 1)))
@@ -73,13 +88,13 @@ def test_strided_matches_dense(kernel_size):
 
 def test_transposed_matches_dense():
     x, _ = _grid(seed=2)
-    coarse = SparseConv3d(C_IN, C_IN, 2, stride=2).double()(x)
+    coarse = _conv(C_IN, C_IN, 2, stride=2).double()(x)
     coarse = coarse.replace(torch.randn_like(coarse.feats))
     dense = torch.zeros(2, C_IN, SIZE // 2, SIZE // 2, SIZE // 2, dtype=torch.float64)
     idx = coarse.coords.clone()
     idx[:, 1:] += SHIFT // 2
     dense[idx[:, 0], :, idx[:, 1], idx[:, 2], idx[:, 3]] = coarse.feats
-    up = SparseConvTranspose3d(C_IN, C_OUT, 2, stride=2).double()
+    up = _up(C_IN, C_OUT, 2, stride=2).double()
     y = up(coarse, x)
     assert y.coords is x.coords and y.stride == 1 and y.feats.shape == (len(x.coords), C_OUT)
     ref = F.conv_transpose3d(dense, _dense_weight(up, transposed=True), stride=2)
@@ -92,7 +107,7 @@ def test_transposed_matches_dense():
 def test_gradcheck(kernel_size, stride, bias):
     """The hand-written backward against finite differences."""
     x, _ = _grid(seed=3, batch=1, density=0.15)
-    conv = SparseConv3d(2, 3, kernel_size, stride=stride, bias=bias).double()
+    conv = _conv(2, 3, kernel_size, stride=stride, bias=bias).double()
     feats = torch.randn(len(x.coords), 2, dtype=torch.float64, requires_grad=True)
     weight = conv.weight.detach().clone().requires_grad_()
 
@@ -104,8 +119,8 @@ def test_gradcheck(kernel_size, stride, bias):
 
 def test_gradcheck_transposed():
     x, _ = _grid(seed=4, batch=1, density=0.15)
-    coarse = SparseConv3d(C_IN, C_IN, 2, stride=2).double()(x)
-    up = SparseConvTranspose3d(C_IN, 2, 2, stride=2).double()
+    coarse = _conv(C_IN, C_IN, 2, stride=2).double()(x)
+    up = _up(C_IN, 2, 2, stride=2).double()
     feats = torch.randn_like(coarse.feats).requires_grad_()
     assert torch.autograd.gradcheck(lambda f: up(coarse.replace(f), x).feats, (feats,))
 
@@ -113,8 +128,8 @@ def test_gradcheck_transposed():
 def test_maps_cached_per_forward():
     x, _ = _grid(seed=5)
     x = x.replace(x.feats.float())
-    a, b = SparseConv3d(C_IN, C_IN, 3), SparseConv3d(C_IN, C_IN, 3)
-    down = SparseConv3d(C_IN, C_IN, 2, stride=2)
+    a, b = _conv(C_IN, C_IN, 3), _conv(C_IN, C_IN, 3)
+    down = _conv(C_IN, C_IN, 2, stride=2)
     a(x)
     size = len(x.cache)
     b(a(x))
@@ -161,7 +176,7 @@ def test_voxelize_levels_give_the_coarse_sets_of_strided_convolutions():
     for a, b in ((plain.coords, x.coords), (plain.keys, x.keys), (p2v, p2v_levels),
                  (plain.feats, x.feats)):
         assert torch.equal(a, b)
-    down = SparseConv3d(1, 1, 2, stride=2)
+    down = _conv(1, 1, 2, stride=2)
     fine, reference = x, plain
     for _ in range(3):
         fine, reference = down(fine), down(reference)
@@ -191,8 +206,8 @@ def _two_level_set(seed: int):
 
 def _conv_step(x):
     torch.manual_seed(0)
-    sub, down = SparseConv3d(8, 16, 3), SparseConv3d(16, 16, 2, stride=2)
-    up = SparseConvTranspose3d(16, 8, 2, stride=2)
+    sub, down = _conv(8, 16, 3), _conv(16, 16, 2, stride=2)
+    up = _up(16, 8, 2, stride=2)
     feats = x.feats.clone().requires_grad_()
     fine = sub(x.replace(feats))
     out = up(down(fine), fine)
@@ -203,25 +218,26 @@ def _conv_step(x):
 def test_the_two_algorithms_agree_and_each_is_deterministic(monkeypatch, algorithm):
     x = _two_level_set(seed=11)
     runs = {}
-    for name in ('gemm', 'pairs'):
-        monkeypatch.setenv('MMGRASP_SPARSE_CONV', name)
+    for name in ('chunked_im2col', 'pairs'):
+        monkeypatch.setitem(LAYER, 'algorithm', name)
         runs[name] = _conv_step(x.replace(x.feats))
         again = _conv_step(x.replace(x.feats))
         for a, b in zip(runs[name][:2] + tuple(runs[name][2]), again[:2] + tuple(again[2])):
             assert torch.equal(a, b), name
-    gemm, pairs = runs['gemm'], runs['pairs']
-    for a, b in zip(gemm[:2] + tuple(gemm[2]), pairs[:2] + tuple(pairs[2])):
+    im2col, pairs = runs['chunked_im2col'], runs['pairs']
+    for a, b in zip(im2col[:2] + tuple(im2col[2]), pairs[:2] + tuple(pairs[2])):
         assert torch.isfinite(a).all() and a.abs().max() > 0
         # float32 sums of thousands of terms in another order: close relative to the scale
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5 * float(a.abs().max()))
 
 
-def test_the_algorithm_is_chosen_by_device_unless_set(monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'auto')
-    assert conv_algorithm(torch.device('cpu')) == 'pairs'
-    assert conv_algorithm(torch.device('cuda')) == 'gemm'
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')
-    assert conv_algorithm(torch.device('cpu')) == 'gemm'
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'im2col')
-    with pytest.raises(ValueError, match="MMGRASP_SPARSE_CONV='im2col'"):
-        conv_algorithm(torch.device('cpu'))
+def test_the_algorithm_is_chosen_by_device_unless_set():
+    assert conv_algorithm('auto', torch.device('cpu')) == 'pairs'
+    assert conv_algorithm('auto', torch.device('cuda')) == 'chunked_im2col'
+    assert conv_algorithm('chunked_im2col', torch.device('cpu')) == 'chunked_im2col'
+    assert conv_algorithm('pairs', torch.device('cuda')) == 'pairs'
+    for wrong in ('gemm', 'im2col'):  # 'gemm': the name before the chunking
+        with pytest.raises(ValueError, match=f"algorithm='{wrong}'"):
+            conv_algorithm(wrong, torch.device('cpu'))
+        with pytest.raises(ValueError, match=f"algorithm='{wrong}'"):
+            SparseConv3d(2, 2, 3, algorithm=wrong)

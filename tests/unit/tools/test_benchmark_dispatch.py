@@ -80,26 +80,26 @@ def test_kernel_scope_charges_its_launches_and_keeps_its_syncs():
                     x = x + 1
                 x.sum().item()
 
-    assert _count(run)['seed_selection'] == dict(launches=2, syncs=1)
+    # the scope's 2, and the memset of zeros (a copy or fill inside a scope is charged)
+    assert _count(run)['seed_selection'] == dict(launches=3, syncs=1)
 
 
-def test_sparse_convolution_launches_do_not_grow_with_the_kernel(monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
+def test_sparse_convolution_launches_do_not_grow_with_the_kernel():
     x, _ = voxelize(_cloud(), 0.01, levels=0)
     x = x.replace(torch.randn(len(x.coords), 4))
     launches = {}
     for k in (3, 5):
-        conv = SparseConv3d(4, 4, k)
+        conv = SparseConv3d(4, 4, k, algorithm='chunked_im2col')  # what CUDA runs
         conv(x)  # the kernel map is built once, outside the count
         launches[k] = _count(lambda: conv(x).feats.sum().backward())['other']
     assert launches[3] == launches[5] and launches[3]['syncs'] == 0
     assert launches[3]['launches'] < 20
 
 
-def test_sparse_unet_forward_has_two_host_syncs(monkeypatch):
-    monkeypatch.setenv('MMGRASP_SPARSE_CONV', 'gemm')  # what CUDA runs
+def test_sparse_unet_forward_has_two_host_syncs():
     torch.manual_seed(0)
-    net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24)
+    net = SparseUNet14(channels=(8, 16, 32, 32, 32, 16, 16, 16), out_channels=24,
+                       conv_algorithm='chunked_im2col')  # what CUDA runs
     points = _cloud()
     counts = _count(lambda: net(points))['other']
     assert counts['syncs'] == 2
@@ -119,8 +119,9 @@ def test_fused_adam_is_charged_its_multi_tensor_launches():
     fused = torch.optim.Adam(params, fused=True)
     fused.step()
     counts = _count(fused.step)['other']
-    # _foreach_add_ of the steps and _fused_adam_: ceil(40 / 36) launches each, no sync
-    assert counts == dict(launches=4, syncs=0)
+    # _foreach_add_ of the steps and _fused_adam_: one launch each (40 tensors of one chunk),
+    # no sync
+    assert counts == dict(launches=2, syncs=0)
     plain = torch.optim.Adam(params, foreach=False)
     plain.step()
     assert _count(plain.step)['other']['launches'] > 40 * 4
@@ -139,7 +140,6 @@ def _point_ops_run(xyz, rot, feats):
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
         monkeypatch):
     from mmgrasp.models.layers import point_ops
-    monkeypatch.setenv('MMGRASP_POINT_OPS', 'torch')
     xyz, feats = _cloud(n=64), torch.ones(2, 5, 2)
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)
@@ -154,22 +154,29 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     # (one launch) and its own weight and gather ops
     assert scoped['launches'] < reference_counts['launches']
     interpolation = _count(lambda: point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
-    assert scoped['launches'] == 3 + interpolation['other']['launches']
+    # and the copies the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of
+    # both queries and the expanded frames rot
+    assert scoped['launches'] == 3 + 3 + interpolation['other']['launches']
     assert scoped['syncs'] == 0
 
 
 def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
     if torch.cuda.is_available():
         return  # on CUDA the kernels run for real either way
+    from mmengine.config import Config
     assert dispatch.child_flags('cuda_path', False) == ['--scoped-references']
-    assert dispatch.child_env('cuda_path', False)['MMGRASP_POINT_OPS'] == 'torch'
-    interpreted = dispatch.child_env('cuda_path', True)
+    assert 'TRITON_INTERPRET' not in dispatch.child_env('cuda_path', False)
     assert dispatch.child_flags('cuda_path', True) == []
-    assert interpreted['MMGRASP_POINT_OPS'] == 'triton' and interpreted['TRITON_INTERPRET'] == '1'
+    assert dispatch.child_env('cuda_path', True)['TRITON_INTERPRET'] == '1'
     assert dispatch.child_flags('torch_reference', False) == []
     assert 'TRITON_INTERPRET' not in dispatch.child_env('torch_reference', True)
-    assert dispatch.child_env('cuda_path', False)['MMGRASP_SPARSE_CONV'] == 'gemm'
-    assert dispatch.child_env('torch_reference', False)['MMGRASP_SPARSE_CONV'] == 'auto'
+    # the numerics are the model config's keys
+    for path, scoped, point_ops, algorithm in (('cuda_path', True, 'torch', 'chunked_im2col'),
+                                               ('cuda_path', False, 'triton', 'chunked_im2col'),
+                                               ('torch_reference', False, 'torch', 'auto')):
+        cfg = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
+        model = dispatch.path_config(cfg, {}, path, scoped).model
+        assert (model.point_ops, model.backbone.conv_algorithm) == (point_ops, algorithm)
 
 
 def test_torch_reference_runs_the_torch_backend():
@@ -180,3 +187,61 @@ def test_torch_reference_runs_the_torch_backend():
         assert dispatch.path_config(cfg, options, path).model.backbone.backend == backend
     cfg = Config.fromfile(os.path.join(REPO, 'configs', 'graspnet_baseline_demo.py'))
     assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
+
+
+def test_multi_tensor_launches_follow_torchs_chunking():
+    """torch's multi_tensor_apply: a launch when the tensors or the blocks (65 536-element
+    chunks) of one launch fill up, and one for what is left; empty tensors are skipped."""
+    chunk, blocks = dispatch.MULTI_TENSOR_CHUNK, dispatch.MULTI_TENSOR_MAX_BLOCKS
+    launches = dispatch.multi_tensor_launches
+    assert launches([], 4) == 0 and launches([0, 0], 4) == 0
+    assert launches([3] * 252, 4) == 1 and launches([3] * 253, 4) == 2  # depth 4: 252 tensors
+    assert launches([1] * 770, 1) == 1 and launches([1] * 771, 1) == 2  # depth 1: 770
+    assert launches([chunk * blocks], 4) == 1  # exactly the blocks of one launch
+    assert launches([chunk * blocks + 1], 4) == 2  # one chunk more: it continues
+    assert launches([chunk * (blocks - 1), 2 * chunk], 4) == 2  # the second tensor is cut
+    # the tensor cut by a full launch counts again in the next one
+    assert launches([chunk * blocks + 1] + [1] * 251, 4) == 2
+    assert launches([chunk * blocks + 1] + [1] * 252, 4) == 3
+
+
+def test_fused_adam_is_charged_by_its_parameter_sizes():
+    params = [torch.nn.Parameter(torch.randn(3)) for _ in range(40)]
+    for p in params:
+        p.grad = torch.ones(3)
+    fused = torch.optim.Adam(params, fused=True)
+    fused.step()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fused.step()
+    big = {40: [dispatch.MULTI_TENSOR_CHUNK * dispatch.MULTI_TENSOR_MAX_BLOCKS * 3] * 40}
+    # the steps' _foreach_add_ (1) and _fused_adam_: 3 launches per parameter of 3 x the blocks
+    assert dispatch.count_events(prof.events(), param_numels=big)['other']['launches'] == \
+        1 + 3 * 40
+
+
+def test_copies_inside_a_kernel_scope_are_charged_but_not_a_stand_ins_ops():
+    from torch.profiler import record_function
+    strided = torch.randn(4, 6).T
+
+    def run():
+        with PartTimer()('grouper'):
+            with kernel_scope('ball_query', 1):
+                strided.contiguous()  # the wrapper's copy: charged
+                torch.zeros(3)  # a memset: charged
+                torch.empty(3)  # an allocation: free
+                with record_function(dispatch.STANDIN_PREFIX + 'ball_query'):
+                    strided.contiguous() + 1  # the reference standing in: the kernel's
+
+    assert _count(run)['grouper'] == dict(launches=3, syncs=0)
+
+
+def test_device_check_fails_on_more_kernels_than_predicted():
+    run = {'device': 'cuda:0', 'train': dict(launches=1000, syncs=4, kernels=1200),
+           'inference': dict(launches=100, syncs=1, kernels=80)}
+    assert dispatch.kernel_excess({'cuda_path': run}) == []
+    run['train']['kernels'] = 1201
+    [line] = dispatch.kernel_excess({'cuda_path': run})
+    assert line.startswith('cuda_path train: 1201 device kernels on cuda:0 against 1000')
+    cpu = {'device': 'cpu', 'train': dict(launches=5, syncs=0), 'inference': dict(launches=1,
+                                                                                 syncs=0)}
+    assert dispatch.kernel_excess({'cuda_path': cpu}) == []  # no profiler count on the CPU
