@@ -32,6 +32,7 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
+    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``
     - aug_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['aug_matrix']``, for
       GraspDataPreprocessor to apply to the points and label poses of the batch
     - the ``meta_keys``
@@ -75,6 +76,10 @@ class PackGraspInputs(BaseTransform):
                               np.ascontiguousarray(poses[i], dtype=np.float32)))
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
+        if 'economic_labels' in results:  # poses after augmentation
+            sample.economic_labels = dataclasses.replace(
+                results['economic_labels'],
+                poses=torch.from_numpy(np.ascontiguousarray(results['poses'], np.float32)))
         return {'inputs': inputs, 'data_samples': sample}
 
     def __repr__(self) -> str:

@@ -1,0 +1,154 @@
+"""EconomicAssigner: EconomicGrasp's label assignment (``process_grasp_labels`` of
+iSEE-Laboratory/EconomicGrasp ``utils/label_generation.py`` @7361bb6), reading the economic rows
+of the matched label points only (deferred), or from whole per-scene arrays (dense reference).
+
+Interface (the reference's own names, shapes and dtypes; B frames, M = 1024 seeds, V = 300
+template views, K = top-k views kept by the asset, 300 by default):
+
+Inputs of :meth:`EconomicAssigner.assign`:
+    seed_xyz: (B, M, 3) float32, ``end_points['xyz_graspable']`` (camera frame, after the flip).
+    top_view_inds: (B, M) int64, ``end_points['grasp_top_view_inds']`` (template view chosen by
+        the view head: multinomial in training).
+    labels: :class:`~mmgrasp.structures.economic_labels.EconomicLabelBatch` (from the batch's
+        data samples: poses, label points, and the economic rows dense or deferred).
+
+Output: a dict with exactly the reference keys (``end_points`` after ``process_grasp_labels``)
+plus the returned rotation under ``batch_grasp_view_rot``:
+    batch_grasp_view_rot:       (B, M, 3, 3) float32 gripper rotation of the chosen template
+                                view (the first return value of the reference function, which
+                                the cylinder grouping consumes in training).
+    batch_grasp_point:          (B, M, 3) float32 nearest label point, camera frame.
+    batch_grasp_view_graspness: (B, M, V) float32 view graspness re-indexed to template views.
+    batch_grasp_rotations:      (B, M) int32 in-plane angle class 0..A-1; 12 when unmatched.
+    batch_grasp_depth:          (B, M) int32 depth class 0..D-1; 4 when unmatched.
+    batch_grasp_score:          (B, M) float32 score 1.1 − μ as stored (uint8 / 10); 0 unmatched.
+    batch_grasp_width:          (B, M) float32 metres (uint8 / 1000); 0.1 when unmatched.
+    batch_valid_mask:           (B, M) bool: nearest label point within 5 mm AND the chosen
+                                view is among the point's stored top-K views.
+    C: Valid Points:            () float32, seeds within 5 mm per frame (the reference's log).
+
+Per-point targets (``objectness_label`` (B, N) int64, ``graspness_label`` (B, N) float32) are
+not the assigner's: they come from the data sample as for GSNet.
+"""
+from typing import Dict, Sequence
+
+import torch
+from torch import Tensor
+
+from mmgrasp.registry import TASK_UTILS
+from mmgrasp.structures.economic_labels import EconomicFrameLabels, gather_economic_rows
+from ..utils.grasp_geometry import approach_to_matrix, generate_grasp_views
+
+#: the reference's defaults of seeds whose chosen view is not among the stored top views
+UNMATCHED_ROTATION, UNMATCHED_DEPTH, UNMATCHED_SCORE, UNMATCHED_WIDTH = 12, 4, 0.0, 0.1
+
+
+def transform_points(points: Tensor, pose: Tensor) -> Tensor:
+    """The reference's ``transform_point_cloud(points, pose, '3x4')``: (pose @ [p, 1]ᵀ)ᵀ."""
+    ones = points.new_ones(len(points), 1)
+    return torch.matmul(pose, torch.cat([points, ones], 1).T).T[:, :3]
+
+
+def slot_of_view(view_index: Tensor) -> Tensor:
+    """(O, V) inverse of ``view_index`` (template slot j -> object view): for each object view
+    the LAST slot that maps to it, −1 where none does. The reference writes
+    ``top_view_index_trans[tpid, tvip] = tids`` with every matching slot; two slots of one
+    object view overwrite each other and the last write wins on the CPU (the quirk,
+    reproduced; on CUDA the reference's winner is not defined)."""
+    O, V = view_index.shape
+    slots = torch.arange(V, device=view_index.device).expand(O, -1)
+    inverse = torch.full((O, V), -1, dtype=torch.int64, device=view_index.device)
+    return inverse.scatter_reduce(1, view_index, slots, reduce='amax', include_self=True)
+
+
+@TASK_UTILS.register_module()
+class EconomicAssigner:
+    """EconomicGrasp's ``process_grasp_labels``, batched over the frames' objects, rows read
+    once per batch through :func:`gather_economic_rows`.
+
+    Args:
+        num_views: V of the template views (300).
+        max_distance: seeds whose nearest label point is at least this far are invalid (5 mm).
+    """
+
+    def __init__(self, num_views: int = 300, max_distance: float = 0.005):
+        self.num_views = int(num_views)
+        self.max_distance = float(max_distance)
+
+    def view_index(self, poses: Tensor) -> Tensor:
+        """(O, V): object view whose rotated direction R·v_i is nearest to template slot j
+        (the reference's ``knn(grasp_views_trans_, grasp_views_, k=1)``)."""
+        views = generate_grasp_views(self.num_views, poses.device)
+        rotated = torch.matmul(poses[:, None, :, :3], views.T[None]).transpose(-1, -2)
+        d = torch.cdist(views.expand(len(poses), -1, -1), rotated[:, 0],
+                        compute_mode='donot_use_mm_for_euclid_dist')
+        return d.argmin(dim=2)
+
+    def slot_rotations(self, poses: Tensor, view_index: Tensor) -> Tensor:
+        """(O, V, 3, 3) R · M(−v_i, 0) of the object view behind each slot."""
+        views = generate_grasp_views(self.num_views, poses.device)
+        template = approach_to_matrix(-views, torch.zeros(len(views), device=poses.device))
+        rotations = torch.matmul(poses[:, None, :, :3], template[None])
+        return torch.gather(rotations, 1, view_index[..., None, None].expand(-1, -1, 3, 3))
+
+    def assign(self, seed_xyz: Tensor, top_view_inds: Tensor,
+               frames: Sequence[EconomicFrameLabels]) -> Dict[str, Tensor]:
+        B, M, _ = seed_xyz.shape
+        device = seed_xyz.device
+        if len(frames) != B:
+            raise ValueError(f'EconomicAssigner: {B} frames of seeds but {len(frames)} labels')
+        frames = [f.to(device) for f in frames]
+        if any(len(f.points) == 0 for f in frames):
+            raise ValueError('EconomicAssigner: a frame without kept label points (the '
+                             'reference cannot match its seeds either)')
+        nearest, points, objects = [], [], []
+        for f in frames:  # nearest label point among all of the frame's, camera frame
+            camera = torch.cat([transform_points(f.points[f.point_instance == i], pose)
+                                for i, pose in enumerate(f.poses)])
+            d = torch.cdist(seed_xyz[len(nearest)], camera,
+                            compute_mode='donot_use_mm_for_euclid_dist')
+            index = d.argmin(dim=1)
+            nearest.append(index)
+            points.append(camera[index])
+            objects.append(f.point_instance[index])
+        frame = torch.arange(B, device=device).repeat_interleave(M)
+        rows = gather_economic_rows(frames, frame, torch.cat(nearest), device)
+
+        object_offsets = torch.tensor([0] + [len(f.poses) for f in frames],
+                                      device=device).cumsum(0)[:-1]
+        poses = torch.cat([f.poses for f in frames])
+        view_index = self.view_index(poses)  # (O, V)
+        slot_rot = self.slot_rotations(poses, view_index)
+        inverse = slot_of_view(view_index)
+        obj = torch.cat(objects) + object_offsets[frame]  # (B·M,)
+        pred = top_view_inds.reshape(-1).long()
+
+        graspness = torch.gather(rows['vgraspness'], 1, view_index[obj])
+        top_rot = slot_rot[obj, pred]
+        stored_slots = torch.gather(inverse[obj], 1, rows['topview'])  # (B·M, K)
+        hit = stored_slots == pred[:, None]
+        matched = hit.any(1)
+        k = hit.to(torch.int8).argmax(1)[:, None]
+
+        def at_k(name: str, default) -> Tensor:
+            value = torch.gather(rows[name], 1, k)[:, 0]
+            return torch.where(matched, value, torch.full_like(value, default))
+
+        point = torch.stack(points).reshape(B, M, 3)
+        distance = torch.norm(seed_xyz - point, dim=-1)
+        valid_point = distance < self.max_distance
+        return {
+            'batch_grasp_view_rot': top_rot.reshape(B, M, 3, 3),
+            'batch_grasp_point': point,
+            'batch_grasp_view_graspness': graspness.reshape(B, M, -1),
+            'batch_grasp_rotations': at_k('rotations', UNMATCHED_ROTATION).reshape(B, M),
+            'batch_grasp_depth': at_k('depth', UNMATCHED_DEPTH).reshape(B, M),
+            'batch_grasp_score': at_k('scores', UNMATCHED_SCORE).reshape(B, M),
+            'batch_grasp_width': at_k('widths', UNMATCHED_WIDTH).reshape(B, M),
+            'batch_valid_mask': valid_point & matched.reshape(B, M),
+            'C: Valid Points': valid_point.sum().float() / B,
+        }
+
+    def __repr__(self) -> str:
+        return (f'{self.__class__.__name__}(num_views={self.num_views}, '
+                f'max_distance={self.max_distance})')
