@@ -36,7 +36,9 @@ default_hooks = dict(logger=dict(interval=3),
 @pytest.mark.slow
 def test_dense_and_deferred_economic_labels_train_identically(synthetic_root, tmp_path):
     from conftest import SMALL_GRID
-    views, angles, depths = SMALL_GRID
+    # the label grid's views; the heads keep EconomicGrasp's 12 angles and 4 depths: the
+    # assigner's unmatched defaults (angle 12, depth 4) are classes of those heads
+    views, angles, depths = SMALL_GRID[0], 12, 4
     runs = {}
     for grids in ('dense', 'deferred'):
         config = str(tmp_path / f'economicgrasp_{grids}.py')

@@ -74,9 +74,12 @@ class EconomicGrasp(GraspDetector):
             return self.grasp_head(crops, generator)
 
     def loss(self, inputs: dict, data_samples: List[GraspDataSample]) -> Dict[str, Tensor]:
-        if 'grasp_labels' not in inputs:
-            raise KeyError('EconomicGrasp.loss needs inputs[\'grasp_labels\']: add the economic '
-                           'label transform and PackGraspInputs to the training pipeline')
+        missing = [i for i, s in enumerate(data_samples or [None])
+                   if s is None or 'economic_labels' not in s]
+        if missing:
+            raise KeyError(f'EconomicGrasp.loss needs each data sample\'s economic_labels (none '
+                           f'in samples {missing}): add LoadEconomicLabels and PackGraspInputs '
+                           f'to the training pipeline')
         out = self._seed_stage(inputs)
         with self.timer('view'):
             view_scores, residual = self.approach_head(out['seed_features'])
@@ -84,7 +87,8 @@ class EconomicGrasp(GraspDetector):
             top_view = self.approach_head.choose_views(view_scores, generator)
             seed_features = out['seed_features'] + residual
         with self.timer('assigner'), explain_deferred_grid_access(type(self.assigner).__name__):
-            targets = self.assigner.assign(out['seeds'], top_view, inputs['grasp_labels'])
+            targets = self.assigner.assign(out['seeds'], top_view,
+                                           [s.economic_labels for s in data_samples])
         pred = self._grasp_stage(out, targets['batch_grasp_view_rot'], seed_features, generator)
         if pred['angle'].shape[1] != self.num_angles + 1 or \
                 targets['batch_grasp_view_graspness'].shape != view_scores.shape:
