@@ -24,7 +24,7 @@ model = dict(
     num_seeds=256,
     backbone=dict(channels=(16, 16, 32, 32, 32, 32, 16, 16), out_channels=64),
     crop=dict(channels=(64, 64), channels2=(64, 64)),
-    head=dict(token_channels=32),
+    head=dict(embed_channels=32),
     loss=dict(objectness=10.0))
 optim_wrapper = dict(optimizer=dict(lr=3e-3))
 param_scheduler = [dict(type='CosineAnnealingLR', T_max=6, eta_min=0.0, by_epoch=True, begin=0,

@@ -23,7 +23,7 @@ train_dataloader = dict(batch_size=2, num_workers=2, persistent_workers=True,
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
 model = dict(num_seeds=32, num_views={views}, num_angles={angles}, num_depths={depths},
              backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
-             crop=dict(channels=(16, ), channels2=(16, )), head=dict(token_channels=8),
+             crop=dict(channels=(16, ), channels2=(16, )), head=dict(embed_channels=8),
              assigner=dict(num_views={views}))
 param_scheduler = [dict(type='CosineAnnealingLR', T_max=8, eta_min=0.0, by_epoch=True,
                         begin=0, end=8)]

@@ -182,7 +182,7 @@ RULES['economicgrasp'] = [rule for rule in RULES['gsnet']
      lambda m: (f'{"crop" if m["module"].startswith("cy") else "grasp_head"}.attention.'
                 f'{_ECONOMIC_ATTENTION[m["part"]]}.{m["tail"]}'), _copy),
     (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}_feature\.(?P<tail>weight|bias)',
-     lambda m: f'grasp_head.tokens.{m["token"]}.{m["tail"]}', _copy),
+     lambda m: f'grasp_head.embeddings.{m["token"]}.{m["tail"]}', _copy),
     (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}\.(?P<tail>weight|bias)',
      lambda m: f'grasp_head.outputs.{m["token"]}.{m["tail"]}', _copy),
 ]

@@ -13,7 +13,7 @@ model = dict(
                   channels=(32, 64, 128, 256, 192, 192, 192, 192)),
     crop=dict(channels=(256, 256), channels2=(256, 256), attention_dropout=0.05, radius=0.05,
               hmin=-0.02, hmax=0.04, nsample=16),
-    head=dict(token_channels=64, attention_dropout=0.05),
+    head=dict(embed_channels=64, attention_dropout=0.05),
     assigner=dict(type='EconomicAssigner', num_views=300),
     loss=dict(type='EconomicGraspLoss', objectness=1.0, graspness=10.0, view=100.0, angle=1.0,
               depth=1.0, score=1.0, width=10.0),

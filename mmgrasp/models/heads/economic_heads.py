@@ -112,34 +112,34 @@ class InteractiveGraspHead(nn.Module):
     Args:
         in_channels: crop feature width (256).
         num_angles, num_depths: in-plane angles (12) and depths (4) of the label grid.
-        token_channels: width of each token (64).
+        embed_channels: width of each token (64).
         attention_dropout: dropout on the attention weights (0.05).
     """
 
-    TOKENS = ('angle', 'depth', 'width', 'score')
+    KINDS = ('angle', 'depth', 'width', 'score')
 
     def __init__(self, in_channels: int = 256, num_angles: int = 12, num_depths: int = 4,
-                 token_channels: int = 64, attention_dropout: float = 0.05):
+                 embed_channels: int = 64, attention_dropout: float = 0.05):
         super().__init__()
-        self.token_channels = token_channels
-        self.tokens = nn.ModuleDict({name: nn.Conv1d(in_channels, token_channels, 1)
-                                     for name in self.TOKENS})
-        self.attention = AttentionBlock(token_channels, 1, attention_dropout)
+        self.embed_channels = embed_channels
+        self.embeddings = nn.ModuleDict({name: nn.Conv1d(in_channels, embed_channels, 1)
+                                     for name in self.KINDS})
+        self.attention = AttentionBlock(embed_channels, 1, attention_dropout)
         classes = dict(angle=num_angles + 1, depth=num_depths + 1, width=1,
                        score=len(SCORE_CLASS_VALUES))
-        self.outputs = nn.ModuleDict({name: nn.Conv1d(token_channels, classes[name], 1)
-                                      for name in self.TOKENS})
+        self.outputs = nn.ModuleDict({name: nn.Conv1d(embed_channels, classes[name], 1)
+                                      for name in self.KINDS})
 
     def forward(self, features: Tensor, generator: Optional[torch.Generator] = None
                 ) -> Dict[str, Tensor]:
         """(B, C, Ns) -> angle (B, A + 1, Ns), depth (B, D + 1, Ns), width (B, Ns), score
         (B, 6, Ns) logits."""
         B, _, Ns = features.shape
-        tokens = torch.stack([self.tokens[name](features) for name in self.TOKENS], dim=-1)
-        tokens = tokens.permute(0, 2, 3, 1).reshape(B * Ns, len(self.TOKENS), -1)
-        tokens = self.attention(tokens, generator).view(B, Ns, len(self.TOKENS), -1)
+        tokens = torch.stack([self.embeddings[name](features) for name in self.KINDS], dim=-1)
+        tokens = tokens.permute(0, 2, 3, 1).reshape(B * Ns, len(self.KINDS), -1)
+        tokens = self.attention(tokens, generator).view(B, Ns, len(self.KINDS), -1)
         out = {name: self.outputs[name](tokens[:, :, i].transpose(1, 2))
-               for i, name in enumerate(self.TOKENS)}
+               for i, name in enumerate(self.KINDS)}
         out['width'] = out['width'][:, 0]
         return out
 

@@ -48,7 +48,7 @@ def _reference_name(key: str) -> str:
         inner = {'query': 'msa.linears.0', 'key': 'msa.linears.1', 'value': 'msa.linears.2',
                  'out': 'msa.linears.3', 'norm': 'norm1'}[parts[2]]
         return f'{owner}.{inner}.{tail}'
-    if parts[0] == 'grasp_head' and parts[1] == 'tokens':
+    if parts[0] == 'grasp_head' and parts[1] == 'embeddings':
         return f'grasp_head.conv_{parts[2]}_feature.{tail}'
     if parts[0] == 'grasp_head' and parts[1] == 'outputs':
         return f'grasp_head.conv_{parts[2]}.{tail}'
@@ -141,7 +141,7 @@ def test_grasp_head_tokens_attend_per_seed():
     """The four tokens of one seed attend to each other, never to another seed's: changing one
     seed's feature changes only that seed's outputs."""
     torch.manual_seed(2)
-    head = InteractiveGraspHead(32, 12, 4, token_channels=16).eval()
+    head = InteractiveGraspHead(32, 12, 4, embed_channels=16).eval()
     features = torch.randn(2, 32, 9)
     before = head(features)
     features[1, :, 4] += 1

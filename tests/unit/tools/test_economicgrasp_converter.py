@@ -33,7 +33,7 @@ def small_model(seed: int):
     torch.manual_seed(seed)
     model = build(num_seeds=32, num_views=20, backbone=dict(
         channels=(8, 8, 16, 16, 16, 8, 8, 8), out_channels=16),
-        crop=dict(channels=(16, 16), channels2=(16, 8)), head=dict(token_channels=8),
+        crop=dict(channels=(16, 16), channels2=(16, 8)), head=dict(embed_channels=8),
         test_cfg=dict(collision_thresh=0.0))
     for name, buf in model.named_buffers():  # non-trivial BN statistics
         if name.endswith('running_mean'):
@@ -66,7 +66,7 @@ def to_reference(state: dict) -> dict:
             owner = ('cy_group.local_interaction_module' if parts[0] == 'crop' else
                      'grasp_head.global_interaction_module')
             ref_key = f'{owner}.{_ATTENTION[parts[2]]}.{tail}'
-        elif parts[1] == 'tokens':
+        elif parts[1] == 'embeddings':
             ref_key = f'grasp_head.conv_{parts[2]}_feature.{tail}'
         elif parts[1] == 'outputs':
             ref_key = f'grasp_head.conv_{parts[2]}.{tail}'
