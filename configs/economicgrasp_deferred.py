@@ -4,7 +4,8 @@
 # per scene and the assigner reads only the rows of the matched label points after seed selection.
 #   python tools/data/generate_graspness.py data/graspnet       # the graspness labels, once
 #   python tools/train.py configs/economicgrasp_deferred.py
-#   python tools/test.py configs/economicgrasp_deferred.py work_dirs/economicgrasp_deferred/epoch_10.pth
+#   python tools/test.py configs/economicgrasp_deferred.py \
+#       work_dirs/economicgrasp_deferred/epoch_10.pth
 # Official weights: tools/model_converters/reference_to_mmgrasp.py economicgrasp SRC DST
 _base_ = [
     './_base_/datasets/graspnet_economic.py', './_base_/models/economicgrasp.py',

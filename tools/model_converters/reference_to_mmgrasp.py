@@ -5,7 +5,8 @@
         {economicgrasp,graspnet_baseline,gsnet,scale_balanced} SRC DST [--config CONFIG]
 
 SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
-GSNet, Scale-Balanced-Grasp, iSEE-Laboratory/EconomicGrasp): a ``torch.save`` dict whose ``model_state_dict`` holds the weights.
+GSNet, Scale-Balanced-Grasp, iSEE-Laboratory/EconomicGrasp): a ``torch.save`` dict whose
+``model_state_dict`` holds the weights.
 Weights saved from an ``nn.DataParallel`` / DDP wrapper (every key starting ``module.``) are
 read with the prefix stripped (said on the command line and kept in DST's meta).
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
@@ -16,8 +17,8 @@ What changes besides the names:
 
 - graspnet-baseline's and SBG's feature-propagation MLPs are ``Conv2d`` (weights end in 1, 1);
   mmgrasp's are ``Conv1d``: the last dimension is dropped.
-- MinkowskiEngine (GSNet, EconomicGrasp: the same backbone) stores a kernel as (k³, C_in, C_out) with offset i of the k×k×k
-  kernel at x = i % k, y = (i // k) % k, z = i // k² (x fastest, ME ``kernel_region.hpp``);
+- MinkowskiEngine (GSNet; EconomicGrasp, whose backbone is the same) stores a kernel as
+  (k³, C_in, C_out) with offset i of the k×k×k kernel at x = i % k, y = (i // k) % k, z = i // k² (x fastest, ME ``kernel_region.hpp``);
   mmgrasp's ``kernel_offsets`` runs z fastest, so every kernel larger than 1 is permuted. A
   1×1×1 kernel is stored (C_in, C_out) and a bias (1, C). The result serves both backends of
   the sparse U-Net: ``backend='spconv'`` permutes each weight to spconv's (C_out, k, k, k,

@@ -10,7 +10,6 @@ from typing import Dict, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from .gsnet_heads import CloudCrop
