@@ -19,8 +19,9 @@ What changes besides the names:
   mmgrasp's are ``Conv1d``: the last dimension is dropped.
 - MinkowskiEngine (GSNet; EconomicGrasp, whose backbone is the same) stores a kernel as
   (k³, C_in, C_out) with offset i of the k×k×k kernel at x = i % k, y = (i // k) % k,
-  z = i // k² (x fastest, ME ``kernel_region.hpp``); mmgrasp's ``kernel_offsets`` runs z fastest, so every kernel larger than 1 is permuted. A
-  1×1×1 kernel is stored (C_in, C_out) and a bias (1, C). The result serves both backends of
+  z = i // k² (x fastest, ME ``kernel_region.hpp``); mmgrasp's ``kernel_offsets`` runs z
+  fastest, so every kernel larger than 1 is permuted. A 1×1×1 kernel is stored (C_in, C_out)
+  and a bias (1, C). The result serves both backends of
   the sparse U-Net: ``backend='spconv'`` permutes each weight to spconv's (C_out, k, k, k,
   C_in) at call time (``mmgrasp/models/layers/spconv_backend.py``): nothing converts twice.
 
