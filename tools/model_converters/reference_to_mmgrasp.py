@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Convert a checkpoint of a reference implementation into an mmgrasp checkpoint.
 
-    python tools/model_converters/reference_to_mmgrasp.py {graspnet_baseline,gsnet,scale_balanced} \
-        SRC DST [--config CONFIG]
+    python tools/model_converters/reference_to_mmgrasp.py \
+        {economicgrasp,graspnet_baseline,gsnet,scale_balanced} SRC DST [--config CONFIG]
 
 SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
-GSNet, Scale-Balanced-Grasp): a ``torch.save`` dict whose ``model_state_dict`` holds the weights.
+GSNet, Scale-Balanced-Grasp, iSEE-Laboratory/EconomicGrasp): a ``torch.save`` dict whose
+``model_state_dict`` holds the weights.
 Weights saved from an ``nn.DataParallel`` / DDP wrapper (every key starting ``module.``) are
 read with the prefix stripped (said on the command line and kept in DST's meta).
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
@@ -16,10 +17,11 @@ What changes besides the names:
 
 - graspnet-baseline's and SBG's feature-propagation MLPs are ``Conv2d`` (weights end in 1, 1);
   mmgrasp's are ``Conv1d``: the last dimension is dropped.
-- MinkowskiEngine (GSNet) stores a kernel as (k³, C_in, C_out) with offset i of the k×k×k
-  kernel at x = i % k, y = (i // k) % k, z = i // k² (x fastest, ME ``kernel_region.hpp``);
-  mmgrasp's ``kernel_offsets`` runs z fastest, so every kernel larger than 1 is permuted. A
-  1×1×1 kernel is stored (C_in, C_out) and a bias (1, C). The result serves both backends of
+- MinkowskiEngine (GSNet; EconomicGrasp, whose backbone is the same) stores a kernel as
+  (k³, C_in, C_out) with offset i of the k×k×k kernel at x = i % k, y = (i // k) % k,
+  z = i // k² (x fastest, ME ``kernel_region.hpp``); mmgrasp's ``kernel_offsets`` runs z
+  fastest, so every kernel larger than 1 is permuted. A 1×1×1 kernel is stored (C_in, C_out)
+  and a bias (1, C). The result serves both backends of
   the sparse U-Net: ``backend='spconv'`` permutes each weight to spconv's (C_out, k, k, k,
   C_in) at call time (``mmgrasp/models/layers/spconv_backend.py``): nothing converts twice.
 
@@ -35,7 +37,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-METHODS = ('graspnet_baseline', 'gsnet', 'scale_balanced')
+METHODS = ('economicgrasp', 'graspnet_baseline', 'gsnet', 'scale_balanced')
 DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
@@ -165,6 +167,26 @@ RULES['gsnet'] = [
     (r'crop\.mlps\.' + _LAYER, _mlp(lambda m: 'crop.mlp'), _copy),
     (r'swad\.(?P<conv>conv1|conv_swad)\.(?P<tail>weight|bias)',
      lambda m: f'swad_head.{"conv1" if m["conv"] == "conv1" else "conv2"}.{m["tail"]}', _copy),
+]
+
+# EconomicGrasp: GSNet's backbone and graspable head; its view, crop and grasp-head names.
+_ECONOMIC_ATTENTION = {'msa.linears.0': 'query', 'msa.linears.1': 'key', 'msa.linears.2': 'value',
+                       'msa.linears.3': 'out', 'norm1': 'norm'}
+_ECONOMIC_TOKENS = r'(?P<token>angle|depth|width|score)'
+RULES['economicgrasp'] = [rule for rule in RULES['gsnet']
+                          if rule[0].startswith(('backbone', 'graspable'))] + [
+    (r'view\.(?P<conv>conv[12])\.(?P<tail>weight|bias)',
+     lambda m: f'approach_head.{m["conv"]}.{m["tail"]}', _copy),
+    (r'cy_group\.(?P<mlp>mlps2?)\.' + _LAYER,
+     _mlp(lambda m: 'crop.mlp2' if m['mlp'] == 'mlps2' else 'crop.mlp'), _copy),
+    (r'(?P<module>cy_group\.local|grasp_head\.global)_interaction_module\.'
+     r'(?P<part>msa\.linears\.[0-3]|norm1)\.(?P<tail>weight|bias)',
+     lambda m: (f'{"crop" if m["module"].startswith("cy") else "grasp_head"}.attention.'
+                f'{_ECONOMIC_ATTENTION[m["part"]]}.{m["tail"]}'), _copy),
+    (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}_feature\.(?P<tail>weight|bias)',
+     lambda m: f'grasp_head.embeddings.{m["token"]}.{m["tail"]}', _copy),
+    (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}\.(?P<tail>weight|bias)',
+     lambda m: f'grasp_head.outputs.{m["token"]}.{m["tail"]}', _copy),
 ]
 
 

@@ -83,13 +83,17 @@ class CloudCrop(nn.Module):
         self.out_channels = width
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor) -> Tensor:
+        return self.mlp(self.group(seeds, features, rotations)).amax(dim=3)
+
+    def group(self, seeds: Tensor, features: Tensor, rotations: Tensor) -> Tensor:
+        """(B, 3 + C, Ns, nsample): local coordinates in the grasp frame over the radius, then
+        the features of the grouped seeds (EconomicGrasp's crop groups the same way)."""
         idx = cylinder_query(self.radius, self.hmin, self.hmax, self.nsample, seeds, seeds,
                              rotations)
         grouped_xyz = group_points(seeds.transpose(1, 2).contiguous(), idx)  # (B, 3, Ns, k)
         local = grouped_xyz - seeds.transpose(1, 2)[..., None]
         local = torch.einsum('bins,bnij->bjns', local, rotations) / self.radius  # Rᵀ(q − c)
-        grouped = torch.cat([local, group_points(features, idx)], dim=1)
-        return self.mlp(grouped).amax(dim=3)
+        return torch.cat([local, group_points(features, idx)], dim=1)
 
 
 @MODELS.register_module()

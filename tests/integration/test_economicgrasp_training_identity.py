@@ -1,0 +1,60 @@
+"""Whole EconomicGrasp trainings (demo config, shrunk network, 2 loader workers, shuffling and
+the flip on) through tools/train.py with dense and with deferred economic labels: every loss
+finite, then every loss term of every iteration and the final weights and optimizer state
+bit for bit equal."""
+import pytest
+
+from _whole_training import (RECORDING, REPO, assert_finite_state, assert_same, final_state,
+                             train)
+
+ITERATIONS = 24  # 8 epochs x 3 batches of 2 frames
+
+CONFIG = """
+_base_ = ['{repo}/configs/economicgrasp_demo.py']
+data_root = '{root}'
+train_pipeline = [
+    dict(type='LoadGraspScene', num_points=800, outlier=0.02, voxel_size=0.005,
+         with_graspness=True),
+    dict(type='LoadEconomicLabels', grids='{grids}', top_k={top_k}),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0),
+    dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
+]
+train_dataloader = dict(batch_size=2, num_workers=2, persistent_workers=True,
+                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
+model = dict(num_seeds=32, num_views={views}, num_angles={angles}, num_depths={depths},
+             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
+             crop=dict(channels=(16, ), channels2=(16, )), head=dict(embed_channels=8),
+             assigner=dict(num_views={views}))
+param_scheduler = [dict(type='CosineAnnealingLR', T_max=8, eta_min=0.0, by_epoch=True,
+                        begin=0, end=8)]
+train_cfg = dict(max_epochs=8)
+default_hooks = dict(logger=dict(interval=3),
+                     checkpoint=dict(by_epoch=False, interval=24, max_keep_ckpts=-1))
+""" + RECORDING
+
+
+@pytest.mark.slow
+def test_dense_and_deferred_economic_labels_train_identically(synthetic_root, tmp_path):
+    from conftest import SMALL_GRID
+    # the label grid's views; the heads keep EconomicGrasp's 12 angles and 4 depths: the
+    # assigner's unmatched defaults (angle 12, depth 4) are classes of those heads
+    views, angles, depths = SMALL_GRID[0], 12, 4
+    runs = {}
+    for grids in ('dense', 'deferred'):
+        config = str(tmp_path / f'economicgrasp_{grids}.py')
+        with open(config, 'w') as f:
+            f.write(CONFIG.format(repo=REPO, root=synthetic_root, grids=grids, top_k=views,
+                                  views=views, angles=angles, depths=depths))
+        work_dir = str(tmp_path / grids)
+        runs[grids] = (train(config, work_dir, iterations=ITERATIONS), work_dir)
+    (dense_losses, dense_dir), (deferred_losses, deferred_dir) = runs['dense'], runs['deferred']
+    # every term live somewhere: a training whose grasp losses stay 0 would compare nothing
+    for term in ('loss_angle', 'loss_depth', 'loss_score', 'loss_width', 'loss_view'):
+        assert any(r[term] > 0 for r in dense_losses), term
+    assert deferred_losses == dense_losses  # every term of every iteration, exactly
+    a, b = final_state(dense_dir, ITERATIONS), final_state(deferred_dir, ITERATIONS)
+    assert_finite_state(a['state_dict'], 'dense')
+    assert_finite_state(b['state_dict'], 'deferred')
+    assert a['meta']['config_hash'] != b['meta']['config_hash']  # grids is part of the run
+    assert_same(a['state_dict'], b['state_dict'], 'state_dict')
+    assert_same(a['optimizer'], b['optimizer'], 'optimizer')
