@@ -71,10 +71,12 @@ class EconomicFrameLabels:
             raise ValueError('EconomicFrameLabels needs either dense rows or a deferred record')
 
     def to(self, device) -> 'EconomicFrameLabels':
+        """Move to ``device``; a deferred frame's ``scene_row`` stays where it is (on the host
+        from the loader), since only the host-side row read uses it."""
         dense = None if self.dense is None else {k: v.to(device) for k, v in self.dense.items()}
+        scene_row = self.scene_row if self.deferred is not None else self.scene_row.to(device)
         return EconomicFrameLabels(self.points.to(device), self.point_instance.to(device),
-                                   self.scene_row.to(device), self.poses.to(device), dense,
-                                   self.deferred)
+                                   scene_row, self.poses.to(device), dense, self.deferred)
 
 
 _MAPS: Dict[str, np.ndarray] = {}
@@ -136,7 +138,7 @@ def gather_economic_rows(frames: Sequence[EconomicFrameLabels], frame: Tensor, p
     of a batch at once (dense and deferred frames give the same tensors, bit for bit)."""
     device = device if device is not None else point.device
     if all(f.deferred is not None for f in frames):
-        frame_np, point_np = frame.cpu().numpy(), point.cpu().numpy()
+        frame_np, point_np = torch.stack([frame, point]).cpu().numpy()  # one host read
         rows = np.concatenate([f.scene_row.cpu().numpy() for f in frames]) if frames else None
         offsets = np.cumsum([0] + [len(f.scene_row) for f in frames])
         scene_rows = rows[offsets[frame_np] + point_np]

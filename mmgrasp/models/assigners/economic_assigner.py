@@ -138,29 +138,40 @@ class EconomicAssigner:
 
     def _assign_labelled(self, seed_xyz: Tensor, top_view_inds: Tensor,
                          frames: Sequence[EconomicFrameLabels]):
-        """The reference's computation on frames that all have label points."""
+        """The reference's computation on frames that all have label points, batched: every
+        label point posed at once, one padded exact distance table for the batch (padding
+        far away, after the real points, so ``argmin``'s first-index ties stay the
+        reference's), and no host read of a point count (launches and syncs do not grow with
+        the number of objects)."""
         B, M, _ = seed_xyz.shape
         device = seed_xyz.device
-        nearest, points, objects = [], [], []
-        for f in frames:  # nearest label point among all of the frame's, camera frame
-            camera = torch.cat([transform_points(f.points[f.point_instance == i], pose)
-                                for i, pose in enumerate(f.poses)])
-            d = torch.cdist(seed_xyz[len(nearest)], camera,
-                            compute_mode='donot_use_mm_for_euclid_dist')
-            index = d.argmin(dim=1)
-            nearest.append(index)
-            points.append(camera[index])
-            objects.append(f.point_instance[index])
-        frame = torch.arange(B, device=device).repeat_interleave(M)
-        rows = gather_economic_rows(frames, frame, torch.cat(nearest), device)
-
+        sizes = [len(f.points) for f in frames]
+        P = max(sizes)
         object_offsets = torch.tensor([0] + [len(f.poses) for f in frames],
                                       device=device).cumsum(0)[:-1]
         poses = torch.cat([f.poses for f in frames])
+        points = torch.cat([f.points for f in frames])
+        instance = torch.cat([f.point_instance for f in frames])
+        point_frame = torch.repeat_interleave(
+            torch.arange(B, device=device), torch.tensor(sizes, device=device),
+            output_size=len(points))
+        homogeneous = torch.cat([points, points.new_ones(len(points), 1)], 1)
+        camera = torch.matmul(poses[instance + object_offsets[point_frame]],
+                              homogeneous[:, :, None])[:, :, 0]  # (ΣP, 3) pose @ [p, 1]ᵀ
+        point_offsets = torch.tensor([0] + sizes[:-1], device=device).cumsum(0)
+        slot = torch.arange(len(points), device=device) - point_offsets[point_frame]
+        padded = camera.new_full((B, P, 3), 1e6).index_put_((point_frame, slot), camera)
+        d = torch.cdist(seed_xyz, padded, compute_mode='donot_use_mm_for_euclid_dist')
+        global_index = (d.argmin(dim=2) + point_offsets[:, None]).reshape(-1)  # (B·M,)
+        frame = torch.arange(B, device=device).repeat_interleave(M)
+        rows = gather_economic_rows(frames, frame, global_index - point_offsets[frame], device)
+        points = camera[global_index]
+        objects = instance[global_index]
+
         view_index = self.view_index(poses)  # (O, V)
         slot_rot = self.slot_rotations(poses, view_index)
         inverse = slot_of_view(view_index)
-        obj = torch.cat(objects) + object_offsets[frame]  # (B·M,)
+        obj = objects + object_offsets[frame]  # (B·M,)
         pred = top_view_inds.reshape(-1).long()
 
         graspness = torch.gather(rows['vgraspness'], 1, view_index[obj])
@@ -174,7 +185,7 @@ class EconomicAssigner:
             value = torch.gather(rows[name], 1, k)[:, 0]
             return torch.where(matched, value, torch.full_like(value, default))
 
-        point = torch.stack(points).reshape(B, M, 3)
+        point = points.reshape(B, M, 3)
         distance = torch.norm(seed_xyz - point, dim=-1)
         valid_point = distance < self.max_distance
         return {
