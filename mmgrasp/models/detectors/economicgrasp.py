@@ -39,6 +39,7 @@ class EconomicGrasp(GraspDetector):
         num_views, num_angles, num_depths: V, A, D of the labels (300, 12, 4).
         crop: :class:`InteractiveCylinderCrop` options; head: :class:`InteractiveGraspHead`
             options; loss: :class:`EconomicGraspLoss` by default.
+        point_ops: the point-op backend (see :class:`GraspDetector`).
     """
 
     def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,
@@ -46,8 +47,8 @@ class EconomicGrasp(GraspDetector):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  head: Optional[dict] = None, loss: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None):
-        super().__init__(data_preprocessor, init_cfg, test_cfg)
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)
