@@ -30,6 +30,7 @@ from mmengine.config import Config, DictAction
 from mmgrasp.apis import GraspInferencer, read_depth
 from mmgrasp.apis.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
                                         top_grasps)
+from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -106,7 +107,10 @@ def main(argv=None) -> int:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
+    try:
+        inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
+    except CheckpointMismatchError as err:  # tools/test.py's strict-load message
+        raise SystemExit(f'error: {err}') from None
     grasps = inferencer(depth, intrinsics, factor_depth, mask)
     if args.save_grasps:
         np.save(args.save_grasps, grasps)

@@ -8,12 +8,13 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
-from mmengine.runner import load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
 from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.utils import register_all_modules
+from mmgrasp.utils.checkpoint_keys import check_checkpoint
 from mmgrasp.utils.random import frame_rng, image_rng
 
 DepthInput = Union[np.ndarray, str]
@@ -101,7 +102,10 @@ class GraspInferencer:
             warnings.warn('GraspInferencer: no checkpoint, the predictions come from initial '
                           'weights')
         else:
-            load_checkpoint(self.model, checkpoint, map_location='cpu', strict=True)
+            loaded = _load_checkpoint(checkpoint, map_location='cpu')
+            check_checkpoint(self.model, loaded, checkpoint,  # tools/test.py's strict message
+                             hint='GraspInferencer loads strictly, as tools/test.py does.')
+            _load_checkpoint_to_model(self.model, loaded, strict=True)
         self.model.to(device).eval()
         dataset = cfg.test_dataloader.dataset
         self.seed = dataset.get('seed', 0) if seed is None else seed
