@@ -10,6 +10,7 @@ from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
+from mmgrasp.datasets.transforms.depth_image import implausible_depth
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
 from mmgrasp.storage.frames.store import masked_pixels
@@ -184,6 +185,21 @@ class GraspInferencer:
             mask = kept
         return mask
 
+    @staticmethod
+    def _check_depth_scale(given, depths, masks, factor_depth: float) -> None:
+        """Warn once a call when a workspace's nearest reading is nearer than a depth camera
+        sees (a wrong ``factor_depth``), naming the first such image."""
+        found = []
+        for i, (image, mask) in enumerate(zip(depths, masks)):
+            readings = image[mask & (image > 0)]
+            name = given[i] if isinstance(given[i], str) else f'depth image {i}'
+            text = implausible_depth(readings.min(), factor_depth, name) if readings.size else None
+            if text is not None:
+                found.append(text)
+        if found:
+            warnings.warn(found[0] + (f' ({len(found)} of {len(depths)} images)'
+                                      if len(depths) > 1 else ''))
+
     def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
                  factor_depth: float = 1000.0, mask=None, segmentation=None,
                  camera_to_table=None, frame_id=None) -> Union[np.ndarray, List[np.ndarray]]:
@@ -216,6 +232,7 @@ class GraspInferencer:
         masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
             depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
             per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
+        self._check_depth_scale(depth if not single else [depth], depths, masks, factor_depth)
         frame_ids = per_frame(frame_id, 'frame ids')
         grasps = []
         for start in range(0, len(depths), self.batch_size):
