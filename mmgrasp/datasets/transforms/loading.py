@@ -155,13 +155,15 @@ class LoadGraspScene(BaseTransform):
         if num_masked == 0:
             raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): no point left after '
                              f'masking (depth > 0{" and workspace" if self.use_workspace else ""})')
-        if (reader.root, reader.camera) not in _warned_depth:
-            text = implausible_depth(arrays.depth.min(), arrays.factor_depth,
-                                     f"{reader.frame_path(scene, 'depth', frame)} (factor_depth "
-                                     f"of {reader.frame_path(scene, 'meta', frame)})")
-            if text is not None:
-                _warned_depth.add((reader.root, reader.camera))
-                warnings.warn(text + ' (said once for this dataset and camera)')
+        key = (getattr(reader, 'root', None), reader.camera)
+        if key not in _warned_depth and implausible_depth(arrays.depth.min(),
+                                                          arrays.factor_depth, ''):
+            _warned_depth.add(key)  # the files are named only then
+            warnings.warn(implausible_depth(
+                arrays.depth.min(), arrays.factor_depth,
+                f"{reader.frame_path(scene, 'depth', frame)} (factor_depth of "
+                f"{reader.frame_path(scene, 'meta', frame)})") + ' (said once for this dataset '
+                'and camera)')
 
         rng = results['rng']
         if num_masked >= self.num_points:
