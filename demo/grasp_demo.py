@@ -39,6 +39,7 @@ from mmgrasp.apis.grasp_drawing import (back_project, depth_colours, draw_scene,
                                         top_grasps)
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.storage.frames.store import frame_workspace
+from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -154,7 +155,10 @@ def main(argv=None) -> int:
             mask = mask.any(axis=-1)
         frame_rgb = None
     factor_depth = meta_factor if args.factor_depth is None else args.factor_depth
-    inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
+    try:
+        inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
+    except CheckpointMismatchError as err:  # tools/test.py's strict-load message
+        raise SystemExit(f'error: {err}') from None
     grasps = inferencer(depth, intrinsics, factor_depth, mask)
     if args.save_grasps:
         np.save(args.save_grasps, grasps)

@@ -121,6 +121,7 @@ def main(argv=None) -> dict:
     if args.collision_thresh is not None:
         cfg.model.setdefault('test_cfg', {})
         cfg.model.test_cfg.collision_thresh = args.collision_thresh
+    cfg.test_dataloader.dataset.test_mode = True  # draws per frame, whatever else runs
     if args.frame_stride is not None:
         cfg.test_dataloader.dataset.frame_stride = args.frame_stride
     if args.frames is not None:

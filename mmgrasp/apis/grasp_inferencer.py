@@ -8,13 +8,15 @@ import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
-from mmengine.runner import load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
+from mmgrasp.datasets.transforms.depth_image import implausible_depth
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
 from mmgrasp.storage.frames.store import workspace_image
 from mmgrasp.utils import register_all_modules
-from mmgrasp.utils.random import sample_rng
+from mmgrasp.utils.checkpoint_keys import check_checkpoint
+from mmgrasp.utils.random import frame_rng, image_rng
 
 DepthInput = Union[np.ndarray, str]
 
@@ -57,9 +59,11 @@ class GraspInferencer:
     The model is built in test mode from ``config.model`` (its ``test_cfg``: the collision
     filter against the whole masked cloud, as tools/test.py runs it). The pipeline is the
     config's ``test_dataloader`` pipeline with :class:`LoadGraspScene` replaced by
-    :class:`LoadDepthImage` (same number of points, same draws). Frame ``k`` of a call draws
-    its points from ``sample_rng(seed, 0, k)``, as the test dataset's sample ``k`` would, so a
-    dataset frame given with its workspace reproduces what tools/test.py dumps for it.
+    :class:`LoadDepthImage` (same number of points, same draws). A dataset frame given with its
+    id ``frame_id=(scene, camera, frame)`` draws its points as the test dataset draws that frame
+    (``frame_rng(seed, scene, camera, frame)``), so with its workspace it reproduces what
+    tools/test.py dumps for it; an image without an id draws from its own content
+    (``image_rng``), the same wherever it sits in a call or a batch.
 
     Workspace. The models are trained and evaluated on the dataset's masked cloud: readings
     inside the table-frame box of the segmented objects grown by ``LoadGraspScene``'s
@@ -99,7 +103,10 @@ class GraspInferencer:
             warnings.warn('GraspInferencer: no checkpoint, the predictions come from initial '
                           'weights')
         else:
-            load_checkpoint(self.model, checkpoint, map_location='cpu', strict=True)
+            loaded = _load_checkpoint(checkpoint, map_location='cpu')
+            check_checkpoint(self.model, loaded, checkpoint,  # tools/test.py's strict message
+                             hint='GraspInferencer loads strictly, as tools/test.py does.')
+            _load_checkpoint_to_model(self.model, loaded, strict=True)
         self.model.to(device).eval()
         dataset = cfg.test_dataloader.dataset
         self.seed = dataset.get('seed', 0) if seed is None else seed
@@ -118,10 +125,18 @@ class GraspInferencer:
         return [build_in_scope(TRANSFORMS, s) for s in steps]
 
     def _sample(self, index: int, depth: np.ndarray, intrinsics: np.ndarray,
-                factor_depth: float, mask: Optional[np.ndarray]) -> dict:
+                factor_depth: float, mask: Optional[np.ndarray],
+                frame_id: Optional[Sequence]) -> dict:
+        if frame_id is None:
+            rng = image_rng(self.seed, depth)
+        else:
+            if len(frame_id) != 3 or not isinstance(frame_id[1], str):
+                raise ValueError(f'frame_id {index}: expected (scene, camera, frame), got '
+                                 f'{frame_id!r}')
+            scene, camera, frame = frame_id
+            rng = frame_rng(self.seed, scene, camera, frame)
         results = dict(depth=depth, intrinsics=intrinsics, factor_depth=float(factor_depth),
-                       workspace_mask=mask, rng=sample_rng(self.seed, 0, index),
-                       sample_idx=index, epoch=0)
+                       workspace_mask=mask, rng=rng, sample_idx=index, epoch=0)
         for transform in self.pipeline:
             results = transform(results)
         return results
@@ -168,16 +183,34 @@ class GraspInferencer:
             mask = kept
         return mask
 
+    @staticmethod
+    def _check_depth_scale(given, depths, masks, factor_depth: float) -> None:
+        """Warn once a call when a workspace's nearest reading is nearer than a depth camera
+        sees (a wrong ``factor_depth``), naming the first such image."""
+        found = []
+        for i, (image, mask) in enumerate(zip(depths, masks)):
+            readings = image[mask & (image > 0)]
+            name = given[i] if isinstance(given[i], str) else f'depth image {i}'
+            text = implausible_depth(readings.min(), factor_depth, name) if readings.size else None
+            if text is not None:
+                found.append(text)
+        if found:
+            warnings.warn(found[0] + (f' ({len(found)} of {len(depths)} images)'
+                                      if len(depths) > 1 else ''))
+
     def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
                  factor_depth: float = 1000.0, mask=None, segmentation=None,
-                 camera_to_table=None) -> Union[np.ndarray, List[np.ndarray]]:
+                 camera_to_table=None, frame_id=None) -> Union[np.ndarray, List[np.ndarray]]:
         """Grasps of one depth image, (N, 17) float32 GraspGroup rows (score, width, height,
         depth, rotation 3×3, translation, object id −1), best first when ``nms``; or a list of
         those for a list of images (the other arguments then one for all, or a list).
 
         The workspace (see the class docstring): ``segmentation`` ((H, W) object labels, 0 for
         the background) with ``camera_to_table`` ((4, 4) camera pose in the table frame) for
-        the dataset's rule, or ``mask`` ((H, W) bool, pixels to keep).
+        the dataset's rule, or ``mask`` ((H, W) bool, pixels to keep). ``frame_id``:
+        ``(scene, camera, frame)`` of a dataset frame (the test dataset's camera name,
+        GraspClutter6D's resolved one such as ``'realsense-d435'``) to draw as tools/test.py
+        does for it; a list of those (or None) for a list of images.
         """
         single = not isinstance(depth, (list, tuple))
         depths = [read_depth(d) for d in ([depth] if single else depth)]
@@ -185,8 +218,9 @@ class GraspInferencer:
             raise ValueError(f'factor_depth must be a positive number, got {factor_depth}')
 
         def per_frame(value, name):
-            if isinstance(value, (list, tuple)) and not (name == 'intrinsics' and
-                                                        np.asarray(value).shape == (3, 3)):
+            one = (name == 'intrinsics' and np.asarray(value).shape == (3, 3)) or \
+                (name == 'frame ids' and isinstance(value, tuple))
+            if isinstance(value, (list, tuple)) and not one:
                 if single or len(value) != len(depths):
                     raise ValueError(f'{len(value)} {name} for {len(depths)} depth images')
                 return list(value)
@@ -196,11 +230,13 @@ class GraspInferencer:
         masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
             depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
             per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
+        self._check_depth_scale(depth if not single else [depth], depths, masks, factor_depth)
+        frame_ids = per_frame(frame_id, 'frame ids')
         grasps = []
         for start in range(0, len(depths), self.batch_size):
             chunk = range(start, min(start + self.batch_size, len(depths)))
-            data = pseudo_collate([self._sample(i, depths[i], ks[i], factor_depth, masks[i])
-                                   for i in chunk])
+            data = pseudo_collate([self._sample(i, depths[i], ks[i], factor_depth, masks[i],
+                                                frame_ids[i]) for i in chunk])
             with torch.no_grad():
                 samples = self.model.test_step(data)
             for sample in samples:

@@ -5,7 +5,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 from mmengine.dataset import BaseDataset
 
 from mmgrasp.registry import DATASETS, TRANSFORMS
-from mmgrasp.utils.random import sample_rng
+from mmgrasp.utils.random import frame_rng, sample_rng
 from .layouts import open_reader
 
 
@@ -15,9 +15,11 @@ class GraspNetDataset(BaseDataset):
 
     ``dataset[index]`` or ``dataset[(epoch, index)]`` (what :class:`EpochAwareSampler` yields)
     runs the pipeline on a results dict holding the frame's ``scene``, ``frame``, ``camera``,
-    ``sample_idx``, plus ``epoch``, ``rng = sample_rng(seed, epoch, sample_idx)``, ``reader`` and
-    ``data_root``. Every random draw of the pipeline comes from that ``rng``, so a sample depends
-    on (seed, epoch, index) only.
+    ``sample_idx``, plus ``epoch``, ``rng``, ``reader`` and ``data_root``. Every random draw of
+    the pipeline comes from that ``rng``: ``sample_rng(seed, epoch, sample_idx)`` in training, so
+    a sample depends on (seed, epoch, index) only; ``frame_rng(seed, scene, camera, frame)`` with
+    ``test_mode``, so a frame's prediction does not depend on which other frames are in the run
+    (a stride, a frame list, a launcher's shard) and ``GraspInferencer`` reproduces it.
 
     A failing sample is never replaced by a random other one (mmengine's ``max_refetch``): a
     transform returning None raises, and an exception raised inside a transform propagates with a
@@ -35,7 +37,8 @@ class GraspNetDataset(BaseDataset):
             labels such a run, see :mod:`mmgrasp.evaluation.coverage`).
         seed: seed of the per-sample random streams.
         pipeline: transforms (configs or callables).
-        test_mode: passed to BaseDataset (no effect on loading here).
+        test_mode: draw per frame, not per sample (the test configs set it; tools/test.py
+            too). Also passed to BaseDataset.
         tolerance_dir, graspness_dir: see :class:`GraspNetReader`.
         layout: ``'graspnet'`` or ``'graspclutter6d'`` (:mod:`.layouts`); None detects it from
             the root. GraspClutter6D: splits ``'train'``, ``'test'``, ``'all'``; cameras
@@ -122,8 +125,9 @@ class GraspNetDataset(BaseDataset):
             raise IndexError(f'sample index {index} out of range for {size} samples')
         index %= size
         results = self.get_data_info(index)
-        results.update(epoch=epoch, rng=sample_rng(self.seed, epoch, index), reader=self.reader,
-                       data_root=self.data_root)
+        rng = (frame_rng(self.seed, results['scene'], results['camera'], results['frame'])
+               if self.test_mode else sample_rng(self.seed, epoch, index))
+        results.update(epoch=epoch, rng=rng, reader=self.reader, data_root=self.data_root)
         return self._run_pipeline(results)
 
     def _run_pipeline(self, results: dict) -> dict:

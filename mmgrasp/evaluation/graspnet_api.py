@@ -22,15 +22,20 @@ Differences from graspnetAPI (bd6783c), none in the numbers (tests/data/eval_gol
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from typing import List, Optional, Sequence
 
 import numpy as np
 
+from mmgrasp.storage.source import CAMERAS
+
 from .cli import present_scenes
 from .coverage import check_coverage, coverage
 from .graspnet_eval import Protocol, evaluate_dump, evaluate_scene, scene_frames
 
+#: The splits graspnetAPI's GraspNet accepts (its constructor asserts one of them).
+SPLITS = ('all', 'train', 'test', 'test_seen', 'test_similar', 'test_novel', 'custom')
 _SPLIT_IDS = {'seen': range(100, 130), 'similar': range(130, 160), 'novel': range(160, 190)}
 
 
@@ -49,6 +54,20 @@ class GraspNetEval:
     def __init__(self, root: str, camera: str, split: str = 'test',
                  require_complete: bool = False, frame_timeout: Optional[float] = 600.0,
                  sdf_sample_seed: Optional[int] = None):
+        # checked here, as graspnetAPI asserts them in its constructor: a typo must not wait for
+        # the first eval_* call, nor read as a split without annotations
+        if camera not in CAMERAS:
+            raise ValueError(f'GraspNetEval: camera {camera!r}: expected one of '
+                             f'{", ".join(map(repr, CAMERAS))}')
+        if split not in SPLITS:
+            raise ValueError(f'GraspNetEval: split {split!r}: expected one of '
+                             f'{", ".join(map(repr, SPLITS))}')
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f'GraspNetEval: dataset root {os.path.abspath(root)} does not '
+                                    f'exist (or is not a folder)')
+        if not os.path.isdir(os.path.join(root, 'scenes')):
+            raise FileNotFoundError(f'GraspNetEval: dataset root {os.path.abspath(root)} has no '
+                                    f'scenes/ folder: not a GraspNet-1Billion root')
         self.root, self.camera, self.split = root, camera, split
         self.require_complete = require_complete
         self.frame_timeout = frame_timeout

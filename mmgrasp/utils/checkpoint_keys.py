@@ -5,9 +5,10 @@ model leaves a partly initialised model with a warning, and its evaluation print
 Strict loads (tools/test.py, resuming, GraspInferencer) refuse a checkpoint with missing,
 unexpected or mis-shaped keys and name them; fine-tuning may load part of one when asked.
 """
+import json
 import re
 from dataclasses import dataclass, field
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 from torch import nn
 
@@ -74,6 +75,28 @@ def compare_state_dict(model: nn.Module, state: Mapping) -> KeyReport:
     return report
 
 
+def trained_method(checkpoint: Mapping) -> Optional[str]:
+    """What the checkpoint's meta says it is: the model type of the config ConfigHashHook
+    stored (``meta['hashed_config']``, JSON; read as data, never executed), or the method a
+    converted checkpoint names (tools/model_converters); None when the meta says neither."""
+    meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return None
+    try:
+        model = json.loads(meta.get('hashed_config') or 'null')
+        model = model.get('model') if isinstance(model, dict) else None
+    except (TypeError, ValueError):
+        model = None
+    if isinstance(model, dict) and isinstance(model.get('type'), str):
+        backbone = model.get('backbone')
+        inner = backbone.get('type') if isinstance(backbone, dict) else None
+        return f"{model['type']}" + (f' (backbone {inner})' if isinstance(inner, str) else '')
+    if isinstance(meta.get('method'), str):
+        config = meta.get('config')
+        return f"{meta['method']} (converted{' for ' + config if isinstance(config, str) else ''})"
+    return None
+
+
 def check_checkpoint(model: nn.Module, checkpoint: Mapping, source: str = 'checkpoint',
                      partial: bool = False, hint: str = '') -> KeyReport:
     """Compare a loaded checkpoint with ``model``; raise :class:`CheckpointMismatchError`
@@ -81,7 +104,11 @@ def check_checkpoint(model: nn.Module, checkpoint: Mapping, source: str = 'check
     report (empty when everything fits)."""
     report = compare_state_dict(model, checkpoint_state_dict(checkpoint, source))
     if report and not partial:
+        method = trained_method(checkpoint)
+        trained = (f'\n  its meta says it is a {method} checkpoint: use the config it was '
+                   f'trained with' if method else '')
         raise CheckpointMismatchError(
             f'{source} does not fit the model ({type(model).__name__}); a strict load refuses '
-            f'it:\n  ' + '\n  '.join(report.lines(limit=8)) + (f'\n{hint}' if hint else ''))
+            f'it:\n  ' + '\n  '.join(report.lines(limit=8)) + trained
+            + (f'\n{hint}' if hint else ''))
     return report

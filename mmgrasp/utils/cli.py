@@ -10,6 +10,7 @@ import torch.distributed as dist
 from mmengine.config import Config
 
 from mmgrasp.storage.secrets import secret_paths
+from .config_check import check_config
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
 
@@ -18,7 +19,10 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
                       work_dir: Optional[str]) -> Config:
     """Merge ``--cfg-options`` into ``cfg`` and settle its work dir: the command line, then the
     config file, then ``./work_dirs/<config stem>``. A config holding a secret-looking option is
-    refused before anything logs it."""
+    refused before anything logs it, and so is an option that would change nothing (a key
+    nothing reads, an option a class does not take, an evaluator camera that is not the
+    dataset's: :mod:`.config_check`)."""
+    file_cfg = cfg.to_dict()
     if cfg_options is not None:
         cfg.merge_from_dict(cfg_options)
     if work_dir is not None:
@@ -31,6 +35,7 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
                          'logged, dumped into the work dir and stored in every checkpoint, so '
                          'credentials come from the environment or the storage library\'s own '
                          'configuration (see mmgrasp.storage.secrets)')
+    check_config(cfg, config_path, file_cfg, {k.split('.')[0] for k in cfg_options or {}})
     return cfg
 
 

@@ -6,10 +6,14 @@ conversion out of the first iteration (and out of every worker that would wait o
 
 Usage:
     python tools/data/build_label_store.py DATA_ROOT [--cache DIR] [--tolerance-dir DIR] [--force]
-        [--upload URL [--storage-option KEY=VALUE ...]]
+        [--skip-missing-collision] [--upload URL [--storage-option KEY=VALUE ...]]
 
 Without ``--force`` an up-to-date store is only opened and reported; a missing or stale one is
 built. ``--cache`` defaults to ``$MMGRASP_CACHE`` (else ``~/.cache/mmgrasp``).
+
+A scene on disk whose collision label file is missing stops the build naming that file;
+``--skip-missing-collision`` leaves such scenes out instead, names each, and records them in the
+manifest, so that training refuses their frames naming the missing file.
 
 ``--upload URL`` then publishes the store for training elsewhere (``SampleGraspLabels(
 store_url=URL)``): to an object store obstore writes (``s3://``, ``gs://``, ``az://``) or
@@ -46,6 +50,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument('--tolerance-dir', default=None,
                    help='folder of %%03d_tolerance.npy files (default DATA_ROOT/tolerance)')
     p.add_argument('--force', action='store_true', help='rebuild even when the store is current')
+    p.add_argument('--skip-missing-collision', action='store_true',
+                   help='leave scenes without a collision label file out of the store (named, '
+                        'recorded in its manifest; training refuses their frames) instead of '
+                        'stopping')
     p.add_argument('--upload', metavar='URL', default=None,
                    help='publish the store at this URL (s3://, gs://, az://, file://)')
     p.add_argument('--storage-option', metavar='KEY=VALUE', action='append', default=[],
@@ -110,9 +118,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         reader = open_reader(args.root, tolerance_dir=args.tolerance_dir)
         if args.force:
-            store = build_label_store(reader, args.cache, force=True)
+            store = build_label_store(reader, args.cache, force=True,
+                                      skip_missing_collision=args.skip_missing_collision)
         else:
-            store = open_label_store(reader, args.cache, build=True)
+            store = open_label_store(reader, args.cache, build=True,
+                                     skip_missing_collision=args.skip_missing_collision)
     except (DatasetFileError, LabelStoreError) as exc:
         sys.exit(f'build_label_store: error: {exc}')
     elapsed = time.perf_counter() - t0
@@ -120,6 +130,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(f'label store: {store.path}')
     print(f'objects: {len(store.objects)}  scenes: {len(store.scenes)}  '
           f'grid (V, A, D): {store.grid}')
+    for scene, path in sorted(store.skipped_scenes.items()):
+        print(f'skipped scene {scene}: collision label file {path} is missing (its training '
+              f'frames are refused)')
     print(f'{"built" if built else "up to date, opened"} in {elapsed:.2f} s; '
           f'{human_size(disk_size(store.path))} on disk')
     if args.upload:

@@ -33,7 +33,7 @@ test_dataloader = dict(
     sampler=dict(type='EpochAwareSampler', shuffle=False),
     collate_fn=dict(type='pseudo_collate'),
     dataset=dict(type=dataset_type, data_root=data_root, split='test', camera='realsense',
-                 seed=0, pipeline=test_pipeline))
+                 seed=0, test_mode=True, pipeline=test_pipeline))
 test_cfg = dict(type='TestLoop')
 test_evaluator = dict(type='GraspNetMetric', data_root=data_root, camera='realsense',
                       dump_dir='work_dirs/dump', nproc=2)

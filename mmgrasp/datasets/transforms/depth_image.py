@@ -1,9 +1,32 @@
 """A depth image from a camera (not a dataset frame) as a sampled point cloud."""
+from typing import Optional
+
 import numpy as np
 from mmcv.transforms import BaseTransform
 
 from mmgrasp.storage.frames.store import pixel_points
 from mmgrasp.registry import TRANSFORMS
+
+#: Nearest reading a depth camera of these datasets can return, metres. Intel's D400-series
+#: datasheet gives the D435's minimum depth (Min-Z) as ~0.105 m at its lowest resolution
+#: (~0.28 m at 1280×720) and the D415's as ~0.16 m (~0.45 m); Microsoft's Azure Kinect hardware
+#: specification starts its depth modes at 0.25 m; Zivid cameras start farther still. A reading
+#: nearer than this means a wrong ``factor_depth`` (millimetres read with factor 10000 put the
+#: table at 6-9 cm, and the models return 0-1 grasps), not a scene.
+MIN_PLAUSIBLE_DEPTH = 0.1
+
+
+def implausible_depth(nearest_raw: float, factor_depth: float, where: str) -> Optional[str]:
+    """A warning when the nearest valid reading (raw units) is nearer than any camera of the
+    datasets sees (:data:`MIN_PLAUSIBLE_DEPTH`), else None."""
+    nearest = float(nearest_raw) / float(factor_depth)
+    if nearest >= MIN_PLAUSIBLE_DEPTH:
+        return None
+    return (f'{where}: the nearest depth reading is {nearest:.3f} m (raw {nearest_raw:g} / '
+            f'factor_depth {factor_depth:g}), nearer than a depth camera sees '
+            f'({MIN_PLAUSIBLE_DEPTH:g} m; RealSense D435 Min-Z ~0.1-0.28 m, Azure Kinect '
+            f'0.25 m): check factor_depth (raw depth / factor_depth must be metres; '
+            f'GraspNet-1Billion PNGs are millimetres, factor_depth 1000)')
 
 
 @TRANSFORMS.register_module()

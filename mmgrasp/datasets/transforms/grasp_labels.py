@@ -159,11 +159,13 @@ class SampleGraspLabels(BaseTransform):
         collision file when the store was built): a frame listing other objects would read
         another instance's rows."""
         ids = tuple(int(o) for o in results['object_ids'])
-        listed = store.scenes[scene].object_ids if scene in store.scenes else None
+        reader = results.get('reader')
+        where = (reader.frame_path(scene, 'meta', int(results['frame'])) if reader is not None
+                 else f'scene {scene} frame {results.get("frame")}')
+        if scene not in store.scenes:
+            raise DatasetFileError(where, store.missing_scene_reason(scene))
+        listed = store.scenes[scene].object_ids
         if ids != listed:
-            reader = results.get('reader')
-            where = (reader.frame_path(scene, 'meta', int(results['frame'])) if reader is not None
-                     else f'scene {scene} frame {results.get("frame")}')
             raise DatasetFileError(where, f'cls_indexes list objects {list(ids)} (0-based) but '
                                           f'the label store {store.path} holds collision rows '
                                           f'of scene {scene} for {listed} (its object_id_list.txt'

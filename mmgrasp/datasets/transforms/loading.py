@@ -6,6 +6,7 @@ graspness files hold one row per point of that masked cloud: any other mask misa
 The masked cloud comes from the dataset files or from the frame store built from them
 (:mod:`mmgrasp.storage.frames.store`); both give the same sample, bit for bit.
 """
+import warnings
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -16,8 +17,10 @@ from mmgrasp.storage.frames.store import (FrameStore, aligned_graspness, box_mas
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.registry import TRANSFORMS
+from .depth_image import implausible_depth
 
 SOURCES = ('files', 'frames')
+_warned_depth: set = set()  # (root, camera) whose implausible depth was reported (once)
 _frame_stores: Dict[Tuple[str, str, str, Optional[float], Optional[str]], FrameStore] = {}
 
 
@@ -152,6 +155,15 @@ class LoadGraspScene(BaseTransform):
         if num_masked == 0:
             raise ValueError(f'scene {scene} frame {frame} ({reader.camera}): no point left after '
                              f'masking (depth > 0{" and workspace" if self.use_workspace else ""})')
+        key = (getattr(reader, 'root', None), reader.camera)
+        if key not in _warned_depth and implausible_depth(arrays.depth.min(),
+                                                          arrays.factor_depth, ''):
+            _warned_depth.add(key)  # the files are named only then
+            warnings.warn(implausible_depth(
+                arrays.depth.min(), arrays.factor_depth,
+                f"{reader.frame_path(scene, 'depth', frame)} (factor_depth of "
+                f"{reader.frame_path(scene, 'meta', frame)})") + ' (said once for this dataset '
+                'and camera)')
 
         rng = results['rng']
         if num_masked >= self.num_points:

@@ -32,6 +32,7 @@ it.
 """
 import hashlib
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -139,6 +140,10 @@ class LabelStore:
         self.scenes: Dict[int, SceneEntry] = {
             int(k): SceneEntry(tuple(v['object_ids']), tuple(v['row_offsets']))
             for k, v in manifest['scenes'].items()}
+        # scenes on disk left out at build (--skip-missing-collision): scene -> missing file
+        self.skipped_scenes: Dict[int, str] = {
+            int(k): os.path.join(str(manifest.get('root', '')), str(v))
+            for k, v in manifest.get('skipped_scenes', {}).items()}
         self._points: Dict[int, np.ndarray] = {}
         self._radii: Dict[int, np.ndarray] = {}
 
@@ -150,8 +155,7 @@ class LabelStore:
 
     def collision_file(self, scene: int) -> str:
         if scene not in self.scenes:
-            raise KeyError(f'scene {scene} is not in label store {self.path} (it has '
-                           f'{sorted(self.scenes)})')
+            raise KeyError(self.missing_scene_reason(scene))
         return f'{self.path}/scenes/{scene:04d}/collision.npy'
 
     def points(self, obj: int) -> np.ndarray:
@@ -168,6 +172,16 @@ class LabelStore:
                                f'%03d_tolerance.npy files and rebuild the store')
             self._radii[obj] = np.load(f'{self.local_path}/objects/{obj:03d}/tolerance_radii.npy')
         return self._radii[obj]
+
+    def missing_scene_reason(self, scene: int) -> str:
+        """Why the store holds no collision rows of ``scene``."""
+        if scene in self.skipped_scenes:
+            return (f'scene {scene} was left out of the label store {self.path} when it was '
+                    f'built with --skip-missing-collision: its collision label file '
+                    f'{self.skipped_scenes[scene]} is missing; restore the file and rebuild, or '
+                    f'drop the scene from the split')
+        return (f'scene {scene} is not in label store {self.path} (it has '
+                f'{sorted(self.scenes)})')
 
     def collision_row_offset(self, scene: int, instance: int) -> int:
         return self.scenes[scene].row_offsets[instance]
@@ -216,7 +230,20 @@ def stale_reason(manifest: dict, reader: GraspSource) -> Optional[str]:
             return f'source {path} changed since the store was built (size or mtime differ)'
     if set(manifest['scenes']) != {f'{s:04d}' for s in reader.collision_scenes()}:
         return 'the set of scenes with collision labels changed'
+    skipped = set(manifest.get('skipped_scenes', {}))
+    unrecorded = [path for s, path in missing_collision_files(reader).items()
+                  if f'{s:04d}' not in skipped]
+    if unrecorded:
+        return f'collision label file {unrecorded[0]} is missing'
     return None
+
+
+def missing_collision_files(reader: GraspSource) -> Dict[int, str]:
+    """Scenes on disk (the reader's ``present_scenes``) without a collision label file, with
+    the path that file should have: the store holds no rows for them, so a training frame of
+    such a scene could not be labelled."""
+    have = set(reader.collision_scenes())
+    return {s: reader.collision_label_path(s) for s in reader.present_scenes() if s not in have}
 
 
 def _read_manifest(store_path: str) -> Optional[dict]:
@@ -354,18 +381,24 @@ def _save_scene_summaries(tmp: str, folder: str, object_ids, masks, tables: dict
 
 
 def build_label_store(reader: GraspSource, cache_dir: Optional[str] = None,
-                      force: bool = False) -> LabelStore:
+                      force: bool = False, skip_missing_collision: bool = False) -> LabelStore:
     """Build (or rebuild, with ``force``) the store of ``reader``'s root and tolerance folder as
     a new version (see :mod:`.derived_assets`) unless an up-to-date one exists, and return it
     opened."""
-    return open_label_store(reader, cache_dir, build=True, force=force)
+    return open_label_store(reader, cache_dir, build=True, force=force,
+                            skip_missing_collision=skip_missing_collision)
 
 
 def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build: bool = True,
-                     force: bool = False) -> LabelStore:
+                     force: bool = False, skip_missing_collision: bool = False) -> LabelStore:
     """Open the store of ``reader``'s root and tolerance folder (a ``GraspNetReader``, made
     before any write, so a bad root fails first); build it first when missing or stale and
-    ``build`` is set."""
+    ``build`` is set.
+
+    A scene on disk without its collision label file stops the build naming that file; with
+    ``skip_missing_collision`` the scene is left out with a warning and recorded in the
+    manifest (``skipped_scenes``), and a training frame of it is refused naming the file.
+    """
     root, tolerance_dir = reader.root, reader.tolerance_dir
     store = store_path_for(root, cache_dir, tolerance_dir)
 
@@ -374,7 +407,24 @@ def open_label_store(reader: GraspSource, cache_dir: Optional[str] = None, build
         if not scenes:
             raise DatasetFileError(os.path.join(reader.root, 'collision_label'),
                                    'no collision label file found')
-        return _build_into(tmp, reader, scenes)
+        missing = missing_collision_files(reader)
+        if missing and not skip_missing_collision:
+            first, path = next(iter(missing.items()))
+            others = [f'scene {s}' for s in missing if s != first]
+            raise DatasetFileError(
+                path, f'file not found: scene {first} is on disk but has no collision labels'
+                      f'{" (nor " + ", ".join(others) + ")" if others else ""}; restore it, or '
+                      f'build with `python tools/data/build_label_store.py '
+                      f'{os.path.abspath(root)} --skip-missing-collision` to leave such scenes '
+                      f'out of the store (their training frames are then refused)')
+        for scene, path in missing.items():
+            print_log(f'label store: scene {scene} SKIPPED: its collision label file {path} is '
+                      f'missing (--skip-missing-collision); training refuses its frames',
+                      logger='current', level=logging.WARNING)
+        manifest = _build_into(tmp, reader, scenes)
+        manifest['skipped_scenes'] = {f'{s:04d}': os.path.relpath(p, reader.root)
+                                      for s, p in missing.items()}
+        return manifest
 
     custom_tolerance = resolved_tolerance_dir(root, tolerance_dir) != resolved_tolerance_dir(root)
     hint = (f'Rebuild it with `python tools/data/build_label_store.py {os.path.abspath(root)}'

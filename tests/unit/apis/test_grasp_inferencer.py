@@ -23,7 +23,9 @@ def setup(small_gsnet_files, tmp_path_factory):
     dump = str(tmp / 'dump')
     out = subprocess.run([sys.executable, 'tools/test.py', config, checkpoint, '--dump-only',
                           '--dump', dump, '--work-dir', str(tmp / 'work')], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, 'PYTHONPATH': os.pathsep.join(  # this checkout's
+                             [REPO, os.environ.get('PYTHONPATH', '')])})
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return config, checkpoint, dump
 
@@ -44,20 +46,48 @@ def test_inferencer_equals_the_test_tool_dump(setup, synthetic_root, tmp_path):
     config, checkpoint, dump = setup
     expected = np.load(os.path.join(dump, 'scene_0000', 'realsense', '0000.npy'))
     assert 0 < len(expected) < 32  # 32 seeds, some removed by the collision filter
-    depth, k, factor, mask = frame(synthetic_root, 0, 0)  # the test dataset's sample 0
+    depth, k, factor, mask = frame(synthetic_root, 0, 0)
 
-    raw = GraspInferencer(config, checkpoint, nms=False)(depth, k, factor, mask)
+    raw = GraspInferencer(config, checkpoint, nms=False)(depth, k, factor, mask,
+                                                         frame_id=(0, 'realsense', 0))
     assert raw.dtype == np.float32 and raw.shape == expected.shape
     np.testing.assert_array_equal(raw, expected)
 
     inferencer = GraspInferencer(config, checkpoint)
     png = str(tmp_path / 'depth.png')
     cv2.imwrite(png, depth)
-    grasps = inferencer(png, k, factor, mask)
+    grasps = inferencer(png, k, factor, mask, frame_id=(0, 'realsense', 0))
     np.testing.assert_array_equal(grasps, grasp_nms(expected).astype(np.float32))
     assert (np.diff(grasps[:, 0]) <= 0).all()
     # the workspace matters: every reading samples more of the image
-    assert not np.array_equal(inferencer(depth, k, factor, depth > 0), grasps)
+    assert not np.array_equal(inferencer(depth, k, factor, depth > 0,
+                                         frame_id=(0, 'realsense', 0)), grasps)
+
+
+def test_inferencer_equals_the_dump_on_every_frame(setup, synthetic_root):
+    """Every frame of the run, given alone or in a batch in any order, with its id: exactly
+    tools/test.py's dump (the draws are keyed by the frame, not by its place in the run)."""
+    config, checkpoint, dump = setup
+    reader = GraspNetReader(synthetic_root, 'realsense')
+    ids = [(s, f) for s in (0, 1) for f in range(reader.num_frames(s))]
+    frames = {key: frame(synthetic_root, *key) for key in ids}
+    expected = {(s, f): np.load(os.path.join(dump, f'scene_{s:04d}', 'realsense', f'{f:04d}.npy'))
+                for s, f in ids}
+    inferencer = GraspInferencer(config, checkpoint, nms=False, batch_size=4)
+    for s, f in ids:
+        depth, k, factor, mask = frames[(s, f)]
+        np.testing.assert_array_equal(
+            inferencer(depth, k, factor, mask, frame_id=(s, 'realsense', f)), expected[(s, f)],
+            err_msg=f'scene {s} frame {f}')
+    shuffled = ids[::-1]
+    batch = inferencer([frames[key][0] for key in shuffled], frames[ids[0]][1],
+                       frames[ids[0]][2], [frames[key][3] for key in shuffled],
+                       frame_id=[(s, 'realsense', f) for s, f in shuffled])
+    for key, grasps in zip(shuffled, batch):  # a batch of 6 sums in another order
+        assert grasps.shape == expected[key].shape, key
+        np.testing.assert_allclose(grasps, expected[key], atol=1e-5, err_msg=f'batched {key}')
+    with pytest.raises(ValueError, match=r'expected \(scene, camera, frame\)'):
+        inferencer(*frames[ids[0]], frame_id=(0, 0))
 
 
 def test_inferencer_applies_the_datasets_workspace_or_refuses(setup, synthetic_root):
@@ -70,7 +100,8 @@ def test_inferencer_applies_the_datasets_workspace_or_refuses(setup, synthetic_r
     depth, k, factor, _ = frame(synthetic_root, 0, 0)
     inferencer = GraspInferencer(config, checkpoint, nms=False)
     grasps = inferencer(depth, k, factor, segmentation=reader.load_segmentation(0, 0),
-                        camera_to_table=reader.trajectory(0).camera_to_table(0))
+                        camera_to_table=reader.trajectory(0).camera_to_table(0),
+                        frame_id=(0, 'realsense', 0))
     np.testing.assert_array_equal(grasps, expected)
     with pytest.raises(ValueError, match="needs a workspace: segmentation= and "
                                          "camera_to_table= .the dataset's rule"):
@@ -109,10 +140,13 @@ def test_inferencer_batches_frames(setup, synthetic_root):
     singles = [one(depth0, k, factor, mask0), one([depth1], k, factor, [mask1])[0]]
     batched = GraspInferencer(config, checkpoint, nms=False, batch_size=2)(
         [depth0, depth1], k, factor, [mask0, mask1])
-    assert len(batched) == 2
-    # frame 1 of a call draws as sample 1; a lone call draws as sample 0
-    np.testing.assert_allclose(batched[0], singles[0], atol=1e-5)
-    assert batched[1].shape[1] == 17 and len(batched[1]) > 0
+    assert len(batched) == 2 and batched[1].shape[1] == 17 and len(batched[1]) > 0
+    # an image without an id draws from its content: the same alone, second in a call or in a
+    # batch (atol: a batch of two sums in another order)
+    for got, alone in zip(batched, singles):
+        np.testing.assert_allclose(got, alone, atol=1e-5)
+    assert not np.array_equal(singles[0], one(depth0, k, factor, mask0,
+                                              frame_id=(0, 'realsense', 0)))
 
 
 def test_inferencer_names_bad_input(setup):

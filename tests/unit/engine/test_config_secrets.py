@@ -89,7 +89,7 @@ def test_tools_refuse_a_config_with_credentials_before_the_runner_logs_it(tmp_pa
         apply_cli_options(cfg, 'my_config.py', None, str(tmp_path))
     assert 'storage_options.secret_access_key' in str(err.value) and 'wJalrX' not in str(err.value)
     clean = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
-        type='SampleGraspLabels', storage_options=dict(skip_signature=True))]))))
+        type='SampleGraspLabels', remote=dict(storage_options=dict(skip_signature=True)))]))))
     assert apply_cli_options(clean, 'my_config.py', None, str(tmp_path)).work_dir == str(tmp_path)
     with pytest.raises(SystemExit, match='password'):
         apply_cli_options(clean, 'my_config.py', {'env_cfg.password': 'x'}, str(tmp_path))

@@ -94,3 +94,21 @@ def test_equals_the_graspnetapi_goldens(tmp_path):
             expected = z['accuracy']
         got = np.array(ge.parallel_eval_scenes(golden['scene_ids'], dump, proc=2))
         np.testing.assert_array_equal(got, expected)
+
+
+def test_construction_checks_camera_split_and_root_as_graspnetapi(split_data, tmp_path):
+    """graspnetAPI asserts the camera (and split) in its constructor; a missing root is named
+    as such, not as "no scene of split seen has ... annotations" at the first eval_*."""
+    root, _ = split_data
+    with pytest.raises(ValueError, match="camera 'realsens': expected one of 'realsense', "
+                                         "'kinect'"):
+        GraspNetEval(root, 'realsens')
+    with pytest.raises(ValueError, match="split 'tset': expected one of 'all', 'train', 'test'"):
+        GraspNetEval(root, 'realsense', split='tset')
+    missing = str(tmp_path / 'no_such_root')
+    with pytest.raises(FileNotFoundError, match=f'dataset root {missing} does not exist'):
+        GraspNetEval(missing, 'realsense')
+    with pytest.raises(FileNotFoundError, match='has no scenes/ folder'):
+        GraspNetEval(str(tmp_path), 'kinect')
+    for camera in ('realsense', 'kinect'):
+        assert GraspNetEval(root, camera, split='custom').camera == camera
