@@ -112,6 +112,10 @@ class EconomicAssigner:
             raise ValueError(f'EconomicAssigner: {B} frames of seeds but {len(frames)} labels')
         frames = [f.to(device) for f in frames]
         labelled = [b for b, f in enumerate(frames) if len(f.points)]
+        if len(labelled) == B:  # the usual batch: no default table to fill in
+            found, valid_points = self._assign_labelled(seed_xyz, top_view_inds, frames)
+            found['C: Valid Points'] = valid_points / B
+            return found
         views = generate_grasp_views(self.num_views, device)
         template = approach_to_matrix(-views, torch.zeros(len(views), device=device))
         out = {
