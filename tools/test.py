@@ -90,7 +90,7 @@ def test_settings(cfg: Config) -> dict:
     if 'objectness_filter' in model:
         objectness = 'on' if model.objectness_filter else 'off (all seeds)'
     else:
-        objectness = 'n/a (all seeds, GSNet)'
+        objectness = f'n/a (all seeds, {model.type})'
     return {'camera': cfg.test_dataloader.dataset.get('camera', 'realsense'),
             'collision threshold': collision, 'objectness filter': objectness,
             'evaluator': EVALUATOR_VERSION}
