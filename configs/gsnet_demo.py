@@ -20,8 +20,8 @@ train_dataloader = dict(
 # Objectness weighs 10 (GSNet: 1) and Adam starts at 3e-3 (GSNet: 1e-3): with GSNet's values this
 # small cloud (30 % object points) keeps its objectness near the prior for the 48 steps, the
 # graspable mask keeps a few points, every seed lands on them and the demo scores AP 0.00, as
-# untrained weights do; with these the last checkpoint scores AP 12.21 on the test scenes (three
-# runs, the same to the digit; 18 epochs: 22.25, the labels' own grasps: 100.00; docs/benchmarks.md
+# untrained weights do; with these the last checkpoint scores AP 10.88 on the test scenes (three
+# runs, the same to the digit; 18 epochs: 19.71, the labels' own grasps: 100.00; docs/benchmarks.md
 # "GSNet demo: spread, longer runs, label ceiling").
 model = dict(
     num_seeds=256,

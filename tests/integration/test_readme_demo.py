@@ -47,7 +47,7 @@ def test_readme_main_job_trains_the_demo(tmp_path):
     with open(tmp_path / 'work' / 'dump' / 'graspnet_realsense.json') as f:
         trained = json.load(f)['figures']
     # the same evaluation of the untrained weights (InitialCheckpointHook): their seeds collapse
-    # onto a few points and score AP 0.00; the demo scores 12.21 (8.37-17.33 per split,
+    # onto a few points and score AP 0.00; the demo scores 10.88 (9.49-11.76 per split,
     # docs/benchmarks.md "GSNet demo: spread, longer runs, label ceiling")
     data = str(tmp_path / 'synthetic')
     untrained_run = subprocess.run(
