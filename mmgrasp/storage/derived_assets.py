@@ -91,6 +91,27 @@ def _new_version_name(folder: str, manifest: dict) -> str:
     return name
 
 
+def read_manifest(version: str, error: Type[Exception]) -> Optional[dict]:
+    """The JSON manifest of an asset version (None when it has none); an unreadable one is
+    ``error`` naming the file and how to recover."""
+    path = os.path.join(version, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as exc:
+        raise error(f'{path}: unreadable manifest ({exc}); delete {version} and '
+                    f'rebuild') from exc
+
+
+def save_array(path: str, array) -> None:
+    """One ``.npy`` file of an asset being built (contiguous, never pickled)."""
+    import numpy as np
+    with open(path, 'wb') as f:
+        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+
+
 def open_or_build(folder: str, what: str, error: Type[Exception],
                   read: Callable[[str], Optional[M]], stale: Callable[[M], Optional[str]],
                   build_into: Callable[[str], dict], opened: Callable[[str, M, VersionHold], T],

@@ -20,7 +20,6 @@ in the manifest), so the rows of an instance are one slice and the rows of one o
 seen twice in a scene differ where its two instances' collisions differ. The asset folder sits
 beside the label store's and is named by the options, so stores of different options coexist.
 """
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ import numpy as np
 from mmengine.logging import print_log
 
 from . import economic
-from ..derived_assets import MANIFEST, VersionHold, open_or_build
+from ..derived_assets import VersionHold, open_or_build, read_manifest, save_array
 from .store import LabelStore, LabelStoreError, unpack_rows
 
 FORMAT_VERSION = 1
@@ -76,23 +75,6 @@ class EconomicStore:
         return np.load(self.file(scene, name), mmap_mode='r' if mmap else None)
 
 
-def _read_manifest(version: str) -> Optional[dict]:
-    path = os.path.join(version, MANIFEST)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as exc:
-        raise LabelStoreError(f'{path}: unreadable manifest ({exc}); delete {version} and '
-                              f'rebuild') from exc
-
-
-def _save(path: str, array: np.ndarray) -> None:
-    with open(path, 'wb') as f:
-        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
-
-
 def _build_into(tmp: str, store: LabelStore, options: dict) -> dict:
     t0, scenes, nbytes = time.time(), {}, 0
     for i, scene in enumerate(sorted(store.scenes)):
@@ -111,7 +93,7 @@ def _build_into(tmp: str, store: LabelStore, options: dict) -> dict:
         folder = os.path.join(tmp, 'scenes', f'{scene:04d}')
         os.makedirs(folder)
         for name, array in arrays.items():
-            _save(os.path.join(folder, f'{name}.npy'), array)
+            save_array(os.path.join(folder, f'{name}.npy'), array)
             nbytes += array.nbytes
         counts = np.bincount(arrays['pointid'], minlength=len(entry.object_ids))
         scenes[f'{scene:04d}'] = dict(
@@ -156,7 +138,7 @@ def open_economic_labels(store: LabelStore, top_k: int = 300, quantize: bool = T
         return None
 
     return open_or_build(economic_folder(store, **options), 'economic labels', LabelStoreError,
-                         _read_manifest, stale, lambda tmp: _build_into(tmp, store, options),
+                         lambda v: read_manifest(v, LabelStoreError), stale, lambda tmp: _build_into(tmp, store, options),
                          EconomicStore, build=build, force=force,
                          rebuild_hint='Rebuild it with `python tools/data/'
                                       'build_economic_labels.py DATA_ROOT`')

@@ -31,7 +31,6 @@ or foreign store is rebuilt (``build=True``) or refused with a message that says
 it.
 """
 import hashlib
-import json
 import logging
 import os
 import time
@@ -42,7 +41,8 @@ import numpy as np
 from mmengine.logging import print_log
 
 from . import summaries
-from ..derived_assets import MANIFEST, VersionHold, open_or_build
+from ..derived_assets import MANIFEST, VersionHold, open_or_build, read_manifest
+from ..derived_assets import save_array as _save  # one name, patched by the store tests
 from ..remote.sources import RemoteReadError
 from ..remote.store import RemoteStoreError, open_remote_store
 from ..secrets import secret_paths
@@ -248,23 +248,10 @@ def missing_collision_files(reader: GraspSource) -> Dict[int, str]:
 
 def _read_manifest(store_path: str) -> Optional[dict]:
     """The manifest of a store version (None when it has none)."""
-    path = os.path.join(store_path, MANIFEST)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as exc:
-        raise LabelStoreError(f'{path}: unreadable manifest ({exc}); delete {store_path} and '
-                              f'rebuild') from exc
+    return read_manifest(store_path, LabelStoreError)
 
 
 # ---------------------------------------------------------------------------------- build
-def _save(path: str, array: np.ndarray) -> None:
-    with open(path, 'wb') as f:
-        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
-
-
 def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """uint8 levels and the float32 radius of each, exact to the bit (compared as uint32)."""
     bits = np.ascontiguousarray(tolerance, dtype=np.float32).view(np.uint32)
