@@ -2,6 +2,10 @@
 the flip on) through tools/train.py with dense and with deferred economic labels: every loss
 finite, then every loss term of every iteration and the final weights and optimizer state
 bit for bit equal."""
+import glob
+import os
+
+import numpy as np
 import pytest
 
 from _whole_training import (RECORDING, REPO, assert_finite_state, assert_same, final_state,
@@ -35,10 +39,13 @@ default_hooks = dict(logger=dict(interval=3),
 
 @pytest.mark.slow
 def test_dense_and_deferred_economic_labels_train_identically(synthetic_root, tmp_path):
-    from conftest import SMALL_GRID
-    # the label grid's views; the heads keep EconomicGrasp's 12 angles and 4 depths: the
-    # assigner's unmatched defaults (angle 12, depth 4) are classes of those heads
-    views, angles, depths = SMALL_GRID[0], 12, 4
+    # the label grid's views, read from the dataset (a bare `from conftest import` finds
+    # whichever conftest pytest loaded last); the heads keep EconomicGrasp's 12 angles and 4
+    # depths: the assigner's unmatched defaults (angle 12, depth 4) are classes of those heads
+    label_file = sorted(glob.glob(os.path.join(synthetic_root, 'grasp_label', '*.npz')))[0]
+    with np.load(label_file) as label:
+        views = label['scores'].shape[1]
+    angles, depths = 12, 4
     runs = {}
     for grids in ('dense', 'deferred'):
         config = str(tmp_path / f'economicgrasp_{grids}.py')
