@@ -41,7 +41,7 @@ import cv2
 import numpy as np
 import scipy.io
 
-from mmgrasp.evaluation.functional import voxel_downsample
+from mmgrasp.geometry import voxel_downsample
 from .synthetic_labels import (MAX_WIDTH, box_grasp_labels, box_self_collision, points_collision,
                                scene_collision, shape_grasp_labels, tolerance_labels)
 from .synthetic_shapes import SHAPES, Shape, make_shape

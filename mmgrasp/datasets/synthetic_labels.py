@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmgrasp.evaluation.functional import force_closure_min_friction, gripper_collision
+from mmgrasp.geometry import force_closure_min_friction, gripper_collision
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',

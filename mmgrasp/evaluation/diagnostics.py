@@ -29,7 +29,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .functional import EVAL_FRICTION_COEFFICIENTS, transform_points
+from mmgrasp.geometry import transform_points
+
+from .functional import EVAL_FRICTION_COEFFICIENTS
 from .graspnet_eval import STANDARD, Protocol, SceneInputs, evaluate_scene, scene_frames
 from .scene_models import read_annotation
 

@@ -28,9 +28,10 @@ from typing import Dict, Iterable, List, Optional
 import numpy as np
 
 from mmgrasp.datasets.graspclutter6d_reader import NUM_ANNOTATIONS, GraspClutter6DReader
+from mmgrasp.geometry import transform_points
+
 from .coverage import describe_frames
-from .functional import evaluate_frame, transform_points
-from .functional.frame_eval import EVAL_FRICTION_COEFFICIENTS
+from .functional import EVAL_FRICTION_COEFFICIENTS, evaluate_frame
 from .graspnet_eval import EvaluationError, load_dump
 from .scene_models import _model_points, _sdf
 

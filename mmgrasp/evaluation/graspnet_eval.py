@@ -29,7 +29,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .functional import PosedTable, evaluate_frame
+from mmgrasp.geometry import PosedTable
+
+from .functional import evaluate_frame
 from .scene_models import (clear_asset_caches, model_dirs, read_annotation,  # noqa: F401
                            read_model, scene_assets, share_parsed_models)
 

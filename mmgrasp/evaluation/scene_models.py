@@ -19,8 +19,8 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 from plyfile import PlyData, PlyParseError
 
-from .functional import (SignedDistanceField, parse_dexnet_sdf, quaternion_to_graspnet_pose,
-                         voxel_downsample)
+from mmgrasp.geometry import (SignedDistanceField, parse_dexnet_sdf, quaternion_to_graspnet_pose,
+                              voxel_downsample)
 
 MODEL_VOXEL = 0.008
 _shared_folder: Optional[str] = None

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from mmgrasp.datasets.layouts import open_reader
-from mmgrasp.models.utils.grasp_geometry import (GRASP_HEIGHT, GRASP_MAX_WIDTH,
+from mmgrasp.geometry.grasp_frames import (GRASP_HEIGHT, GRASP_MAX_WIDTH,
                                                  approach_to_matrix, generate_grasp_views)
 
 

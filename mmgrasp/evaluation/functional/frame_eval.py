@@ -6,12 +6,14 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .contacts import close_jaws
-from .force_closure import GRASPNET_FRICTION_COEFFICIENTS, force_closure_min_friction
-from .gripper import gripper_contacts
+from mmgrasp.geometry.collision import gripper_contacts
+from mmgrasp.geometry.contacts import close_jaws
+from mmgrasp.geometry.force_closure import (GRASPNET_FRICTION_COEFFICIENTS,
+                                            force_closure_min_friction)
+from mmgrasp.geometry.points import PosedTable, in_box, nearest_indices, transform_points
+from mmgrasp.geometry.sdf import SignedDistanceField
+
 from .nms import grasp_nms
-from .points import PosedTable, in_box, nearest_indices, transform_points
-from .sdf import SignedDistanceField
 from .sorting import legacy_numpy_argsort
 
 EVAL_FRICTION_COEFFICIENTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)

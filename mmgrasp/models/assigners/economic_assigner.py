@@ -47,7 +47,7 @@ from torch import Tensor
 
 from mmgrasp.registry import TASK_UTILS
 from mmgrasp.structures.economic_labels import EconomicFrameLabels, gather_economic_rows
-from ..utils.grasp_geometry import approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 
 #: the reference's defaults of seeds whose chosen view is not among the stored top views
 UNMATCHED_ROTATION, UNMATCHED_DEPTH, UNMATCHED_SCORE, UNMATCHED_WIDTH = 12, 4, 0.0, 0.1

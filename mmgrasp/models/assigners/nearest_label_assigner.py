@@ -18,7 +18,7 @@ from mmgrasp.structures.grasp_labels import (gather_grids, gather_view_cells,
                                              gather_view_summaries, reads_matched_cells)
 from mmgrasp.structures.label_batch import GraspLabelBatch
 from mmgrasp.structures.matched_labels import MatchedLabels
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 
 
 def log_ratio_decreasing(tables: np.ndarray) -> bool:

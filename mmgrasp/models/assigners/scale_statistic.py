@@ -17,7 +17,7 @@ from mmengine.logging import print_log
 
 from mmgrasp.storage.labels.store import default_cache_dir
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH
 
 DEFAULT_EDGES = np.linspace(0.003, 0.1, 33)
 

@@ -7,11 +7,11 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from torch import Tensor
 
-from mmgrasp.evaluation.functional import ModelFreeCollisionDetector
+from mmgrasp.geometry import ModelFreeCollisionDetector
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..layers.point_ops import check_point_ops, point_ops_backend
-from ..utils.grasp_geometry import GRASP_HEIGHT
+from mmgrasp.geometry.grasp_frames import GRASP_HEIGHT
 from ..utils.part_timer import PartTimer
 
 

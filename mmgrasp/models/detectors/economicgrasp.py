@@ -12,7 +12,7 @@ from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.economic_heads import InteractiveCylinderCrop, InteractiveGraspHead
 from ..heads.gsnet_heads import ApproachHead, GraspableHead
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
 from .base import GraspDetector
 from .gsnet import GSNet, batch_generator
 

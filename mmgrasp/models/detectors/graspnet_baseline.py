@@ -15,7 +15,7 @@ from mmgrasp.structures.data_sample import GraspDataSample
 from ..backbones import pointnet2  # noqa: F401  (registers the backbones)
 from ..heads import graspnet_heads  # noqa: F401  (registers the heads)
 from ..losses.graspnet_loss import GRASP_MAX_TOLERANCE
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
 from .base import GraspDetector
 
 

@@ -11,7 +11,7 @@ from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from ..layers.point_ops import furthest_point_sample, gather_points
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
 from .base import GraspDetector
 
 

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from mmgrasp.registry import MODELS
 from ..layers.point_ops import cylinder_queries, group_points
-from ..utils.grasp_geometry import approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 
 
 def depth_hmax(num_depths: int) -> Tuple[float, ...]:

@@ -7,7 +7,7 @@ from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from ..layers.point_ops import cylinder_query, group_points
-from ..utils.grasp_geometry import approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 
 
 @MODELS.register_module()

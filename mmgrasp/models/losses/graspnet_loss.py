@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.matched_labels import MatchedLabels
-from ..utils.grasp_geometry import GRASP_MAX_WIDTH
+from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH
 from .gsnet_loss import mean_where
 
 GRASP_MAX_TOLERANCE = 0.05

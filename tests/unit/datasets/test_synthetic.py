@@ -364,8 +364,8 @@ def test_analytic_contacts_equal_eval_jaw_closing(stats):
     """On the written textured.sdf, the evaluator's dexnet jaw closing finds the labels' contacts
     and face normals, and its force-closure test gives the labels' mu (and, on graspnetAPI's
     0.2 grid, the next coefficient up). Sampled cells keep both jaw lines inside the SDF grid."""
-    from mmgrasp.evaluation.functional import (EVAL_FRICTION_COEFFICIENTS, close_jaws,
-                                               grasp_friction, read_dexnet_sdf)
+    from mmgrasp.evaluation.functional import EVAL_FRICTION_COEFFICIENTS, grasp_friction
+    from mmgrasp.geometry import close_jaws, read_dexnet_sdf
     from mmgrasp.datasets.synthetic_labels import MU_GRID
     rng = np.random.default_rng(3)
     for m in range(3):

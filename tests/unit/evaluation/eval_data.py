@@ -8,7 +8,7 @@ import os
 import numpy as np
 from plyfile import PlyData, PlyElement
 
-from mmgrasp.evaluation.functional import write_dexnet_sdf
+from mmgrasp.geometry import write_dexnet_sdf
 
 RADIUS = 0.03
 CENTRES = [np.array([0.0, 0.0, 0.5]), np.array([0.12, 0.0, 0.5])]  # camera frame

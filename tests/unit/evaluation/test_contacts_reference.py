@@ -8,7 +8,7 @@ shows up as a different contact.
 import numpy as np
 import pytest
 
-from mmgrasp.evaluation.functional import SignedDistanceField, close_jaws
+from mmgrasp.geometry import SignedDistanceField, close_jaws
 
 
 def ref_value(sdf, c):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mmgrasp.evaluation.functional import (PosedTable, SignedDistanceField, grasp_nms,
-                                           gripper_collision, table_points, transform_points,
-                                           voxel_downsample)
+from mmgrasp.evaluation.functional import grasp_nms
+from mmgrasp.geometry import (PosedTable, SignedDistanceField, gripper_collision, table_points,
+                              transform_points, voxel_downsample)
 
 
 def random_pose(seed: int) -> np.ndarray:

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mmgrasp.evaluation.functional import (
-    ModelFreeCollisionDetector, SignedDistanceField, antipodal_angles, close_jaws,
-    evaluate_frame, filter_collisions, force_closure, force_closure_min_friction, grasp_nms,
-    gripper_collision, precision_at_k, quaternion_to_graspnet_pose, read_dexnet_sdf,
-    table_points, voxel_downsample, write_dexnet_sdf)
+from mmgrasp.evaluation.functional import evaluate_frame, grasp_nms, precision_at_k
+from mmgrasp.geometry import (ModelFreeCollisionDetector, SignedDistanceField, antipodal_angles,
+                              close_jaws, filter_collisions, force_closure,
+                              force_closure_min_friction, gripper_collision,
+                              quaternion_to_graspnet_pose, read_dexnet_sdf, table_points,
+                              voxel_downsample, write_dexnet_sdf)
 
 
 def grasp_row(score=1.0, width=0.05, height=0.02, depth=0.02, rot=np.eye(3), t=(0, 0, 0)):

@@ -9,7 +9,7 @@ import torch
 from mmgrasp.evaluation import graspnet_eval, scene_models
 from mmgrasp.evaluation.graspnet_eval import (EvaluationError, evaluate_dump, read_annotation,
                                               summarize, work_units)
-from mmgrasp.evaluation.functional import write_dexnet_sdf
+from mmgrasp.geometry import write_dexnet_sdf
 from mmgrasp.evaluation.metrics import GraspNetMetric
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 

@@ -7,7 +7,7 @@ import pytest
 from plyfile import PlyData, PlyElement
 
 from mmgrasp.evaluation import scene_models
-from mmgrasp.evaluation.functional import voxel_downsample
+from mmgrasp.geometry import voxel_downsample
 
 
 def _write_ply(path, pts, text, face_first=False):
@@ -99,7 +99,7 @@ def _write_points(path, points):
 def test_a_model_rewritten_under_the_same_path_is_parsed_again(tmp_path):
     """The in-process cache is keyed by path, size and modification time: a rewritten model
     file (same path, even the same size) is never served from the old parse."""
-    from mmgrasp.evaluation.functional import write_dexnet_sdf
+    from mmgrasp.geometry import write_dexnet_sdf
     ply, sdf = tmp_path / 'nontextured.ply', tmp_path / 'textured.sdf'
     first, second = np.zeros((1, 3), np.float32), np.full((1, 3), 0.5, np.float32)
     _write_points(ply, first)

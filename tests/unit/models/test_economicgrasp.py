@@ -13,7 +13,7 @@ from mmengine.config import Config
 
 from mmgrasp.models.heads.economic_heads import (AttentionBlock, InteractiveCylinderCrop,
                                                  InteractiveGraspHead)
-from mmgrasp.models.utils.grasp_geometry import approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.utils import register_all_modules

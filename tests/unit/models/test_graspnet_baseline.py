@@ -23,7 +23,7 @@ from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop, MultiScaleCloudC
 from mmgrasp.models.layers.point_ops import cylinder_query, cylinder_queries
 from mmgrasp.models.losses.graspnet_loss import GraspNetBaselineLoss, ScaleBalancedGraspLoss
 from mmgrasp.registry import MODELS
-from mmgrasp.models.utils.grasp_geometry import generate_grasp_views
+from mmgrasp.geometry.grasp_frames import generate_grasp_views
 from mmgrasp.structures.matched_labels import MatchedLabels
 
 V, A, D = 5, 3, 3  # tests/conftest.py SMALL_GRID
