@@ -27,7 +27,7 @@ Two code paths, each in its own process (Triton's interpreter must be chosen bef
   points), half an hour for GSNet's 1 024 seeds: use it at demo sizes. The sparse U-Net runs
   the config's backend: by default the torch one, with the chunked im2col it runs on CUDA
   (the tool sets ``model.backbone.conv_algorithm='chunked_im2col'``; the CPU default is the
-  ``pairs`` algorithm, see :mod:`mmgrasp.models.layers.sparse_conv`);
+  ``pairs`` algorithm, see :mod:`mmgrasp.ops.sparse_conv`);
   ``--cfg-options model.backbone.backend=spconv`` counts spconv's, on CUDA only (spconv's CPU
   wheel cannot train, and its kernels are no ``aten::`` ops: the real kernel count has them).
 - ``torch_reference``: the CPU reference (``model.point_ops='torch'``: no Triton; the sparse
@@ -42,7 +42,7 @@ What counts (the same on both paths):
   ``aten::`` ops it calls, or as one launch when none of those launches. Ops that only make
   views or metadata, allocate (``empty*``), or are no-op conversions (``to``, ``contiguous``
   without a copy) launch nothing (``NO_LAUNCH``).
-- A region opened by ``kernel_scope(name, n)`` (``mmgrasp/models/utils/kernel_scope.py``) is
+- A region opened by ``kernel_scope(name, n)`` (``mmgrasp/ops/kernel_scope.py``) is
   charged ``n`` launches for its kernels, plus one for each copy or fill recorded inside it
   (``COPY_ROOTS``: a ``.contiguous()`` of a strided input, an upload, a memset), outside the
   stand-in range (``STANDIN_PREFIX``) that :class:`ScopedReferences` opens around the torch
@@ -167,12 +167,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 class ScopedReferences:
-    """Stands in for the Triton kernels module of :mod:`mmgrasp.models.layers.point_ops` on
+    """Stands in for the Triton kernels module of :mod:`mmgrasp.ops.point_ops` on
     the CPU: each point op takes its kernel branch (its ``kernel_scope``), and the "kernel" it
     calls is the op's own torch reference, run inside that scope."""
 
     def __init__(self):
-        from mmgrasp.models.layers import point_ops
+        from mmgrasp.ops import point_ops
         self._ops, self._inside = point_ops, False
 
     def install(self) -> None:
@@ -263,7 +263,7 @@ def count_events(events, stages: Optional[List[tuple]] = None,
     (the autograd engine's on CUDA) to the stage whose time span holds their start.
     ``param_numels``: per parameter group size, the sizes of its parameters (what a fused
     optimiser op over that many tensors works on; one chunk each where not given)."""
-    from mmgrasp.models.utils.kernel_scope import parse_kernel_scope
+    from mmgrasp.ops.kernel_scope import parse_kernel_scope
     from mmgrasp.models.utils.part_timer import PART_PREFIX
     parts: Dict[str, Dict[str, int]] = defaultdict(lambda: dict(launches=0, syncs=0))
 

@@ -191,7 +191,7 @@ verdict 'AMP trainings' "$amp_status"
 section 'Furthest-point sampling alone'
 "$PY" - "${SMOKE:-gpu}" >> "$RESULTS" 2> "$WORK/fps.log" <<'EOF'
 import sys, time, torch
-from mmgrasp.models.layers import furthest_point_sample
+from mmgrasp.ops import furthest_point_sample
 device = 'cpu' if sys.argv[1] != 'gpu' else 'cuda'
 batch, n, num = (2, 2000, 256) if device == 'cpu' else (4, 20000, 1024)
 xyz = torch.rand(batch, n, 3, generator=torch.Generator().manual_seed(0)).to(device)

@@ -3,7 +3,7 @@ registers, spills and shared memory.
 
 Kernels are found by introspection: every ``@triton.jit`` function of every module under
 ``mmgrasp/``. Each module that defines kernels lists its launches in ``LAUNCHES`` (the table its
-wrappers launch through, see ``mmgrasp/models/layers/point_kernels.py``); every entry is
+wrappers launch through, see ``mmgrasp/ops/point_kernels.py``); every entry is
 compiled with ``triton.compile(ASTSource(...), target=GPUTarget('cuda', cc, 32))``, which runs the
 ``ptxas`` that Triton ships in its wheel. A kernel that no entry launches and no launched kernel
 uses (calls, or names as a reduction's combine function) is reported as ``uncovered``.

@@ -23,7 +23,7 @@ What changes besides the names:
   fastest, so every kernel larger than 1 is permuted. A 1×1×1 kernel is stored (C_in, C_out)
   and a bias (1, C). The result serves both backends of
   the sparse U-Net: ``backend='spconv'`` permutes each weight to spconv's (C_out, k, k, k,
-  C_in) at call time (``mmgrasp/models/layers/spconv_backend.py``): nothing converts twice.
+  C_in) at call time (``mmgrasp/ops/spconv_backend.py``): nothing converts twice.
 
 Anything else is refused, naming the keys: a key no rule knows, a tensor whose shape does not
 convert to the model's, a model tensor nothing provides.

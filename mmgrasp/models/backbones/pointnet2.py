@@ -14,8 +14,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
-from ..layers.point_ops import (ball_query, furthest_point_sample, group_points,
-                                three_nn_interpolate)
+from mmgrasp.ops.point_ops import (ball_query, furthest_point_sample, group_points,
+                                   three_nn_interpolate)
 
 
 def shared_mlp(channels: Sequence[int], dim: int = 2) -> nn.Sequential:

@@ -2,14 +2,14 @@
 spconv backend)."""
 from typing import Optional, Sequence
 
-from mmengine.logging import print_log
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 
+from mmgrasp.ops.numerics import check_choice, log_choices
+from mmgrasp.ops.sparse_conv import (SparseBatchNorm, SparseConv3d, SparseConvTranspose3d,
+                                     SparseReLU)
+from mmgrasp.ops.sparse_tensor import SparseTensor, sparse_cat, voxelize
 from mmgrasp.registry import MODELS
-from ..layers.sparse_conv import (SparseBatchNorm, SparseConv3d, SparseConvTranspose3d,
-                                  SparseReLU, SparseTensor, check_algorithm, sparse_cat,
-                                  voxelize)
 
 
 class SparseBasicBlock(nn.Module):
@@ -63,9 +63,9 @@ class SparseUNet14(BaseModule):
         layers: basic blocks per stage, 8 entries.
         backend: 'torch' (pure PyTorch: the reference, runs anywhere) or
             'spconv' (spconv 2.3.x kernels: the GPU backend; its CPU wheel runs forward
-            passes only). Same parameters, same state_dict; see ``layers/spconv_backend.py``.
+            passes only). Same parameters, same state_dict; see ``mmgrasp/ops/spconv_backend.py``.
         conv_algorithm: how the torch backend convolves: 'chunked_im2col', 'pairs' or 'auto'
-            (chunked im2col on CUDA, pairs on the CPU); see ``layers/sparse_conv.py``. A
+            (chunked im2col on CUDA, pairs on the CPU); see ``mmgrasp/ops/numerics.py``. A
             config key, so it is in the hashed config; logged when the U-Net is built.
     """
 
@@ -78,12 +78,12 @@ class SparseUNet14(BaseModule):
             raise ValueError('channels and layers need 8 entries each')
         self.in_channels, self.out_channels, self.voxel_size = in_channels, out_channels, voxel_size
         stem = channels[0]
-        self.backend, self.conv_algorithm = backend, check_algorithm(conv_algorithm)
+        self.backend = backend
+        self.conv_algorithm = check_choice('conv_algorithm', conv_algorithm)
         conv = dict(backend=backend, algorithm=conv_algorithm)
-        print_log(f'SparseUNet14: backend={backend!r}, conv_algorithm={conv_algorithm!r}'
-                  + (" (chunked_im2col on CUDA, pairs on the CPU)"
-                     if conv_algorithm == 'auto' and backend == 'torch' else ''),
-                  logger='current')
+        # conv_algorithm is the torch backend's: 'auto' means nothing to spconv
+        log_choices('SparseUNet14', auto_applies=backend == 'torch', backend=backend,
+                    conv_algorithm=conv_algorithm)
         self.stem = nn.Sequential(SparseConv3d(in_channels, stem, 5, **conv),
                                   SparseBatchNorm(stem), SparseReLU())
         self.down = nn.ModuleList()

@@ -3,15 +3,14 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from mmengine.logging import print_log
 from mmengine.model import BaseModel
 from torch import Tensor
 
 from mmgrasp.geometry import ModelFreeCollisionDetector
+from mmgrasp.geometry.grasp_frames import GRASP_HEIGHT
+from mmgrasp.ops.numerics import check_choice, log_choices, point_ops_backend
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
-from ..layers.point_ops import check_point_ops, point_ops_backend
-from mmgrasp.geometry.grasp_frames import GRASP_HEIGHT
 from ..utils.part_timer import PartTimer
 
 
@@ -28,7 +27,7 @@ class GraspDetector(BaseModel):
     :meth:`loss`, :meth:`predict` or :meth:`_seed_stage` ('tensor'); ``self.timer`` collects
     the wall time of the parts (backbone, seed_selection, view, assigner, grouper, head,
     losses) for benchmarks. ``test_cfg`` sets the test-time processing (``DEFAULT_TEST_CFG``).
-    ``point_ops`` ('auto', 'torch', 'triton'; see :mod:`..layers.point_ops`) chooses the
+    ``point_ops`` ('auto', 'torch', 'triton'; see :mod:`mmgrasp.ops.numerics`) chooses the
     samplers' and queries' implementation for the forward passes; logged when built."""
 
     def __init__(self, data_preprocessor: Optional[dict] = None,
@@ -36,10 +35,8 @@ class GraspDetector(BaseModel):
                  point_ops: str = 'auto'):
         super().__init__(data_preprocessor=build_in_scope(
             MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
-        self.point_ops = check_point_ops(point_ops)
-        print_log(f'{type(self).__name__}: point_ops={point_ops!r}'
-                  + (' (Triton kernels on CUDA tensors, torch references on the CPU)'
-                     if point_ops == 'auto' else ''), logger='current')
+        self.point_ops = check_choice('point_ops', point_ops)
+        log_choices(type(self).__name__, point_ops=point_ops)
         self.timer = PartTimer()
         unknown = sorted(set(test_cfg or {}) - set(DEFAULT_TEST_CFG))
         if unknown:

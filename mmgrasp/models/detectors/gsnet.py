@@ -10,7 +10,7 @@ from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
-from ..layers.point_ops import furthest_point_sample, gather_points
+from mmgrasp.ops.point_ops import furthest_point_sample, gather_points
 from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
 from .base import GraspDetector
 

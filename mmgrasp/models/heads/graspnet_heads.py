@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from mmgrasp.registry import MODELS
-from ..layers.point_ops import cylinder_queries, group_points
+from mmgrasp.ops.point_ops import cylinder_queries, group_points
 from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 
 

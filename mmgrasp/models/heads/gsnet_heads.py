@@ -6,7 +6,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
-from ..layers.point_ops import cylinder_query, group_points
+from mmgrasp.ops.point_ops import cylinder_query, group_points
 from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 
 

@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .kernel_scope import KERNEL_SCOPE_PREFIX
+from mmgrasp.ops.kernel_scope import KERNEL_SCOPE_PREFIX
 from .part_timer import PART_PREFIX
 
 #: Range prefixes that name a part (the tools' stages too: ``benchmark_dispatch.py``).

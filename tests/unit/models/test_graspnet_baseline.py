@@ -20,7 +20,7 @@ from mmgrasp.models.assigners import ScaleBalancedAssigner, compute_scale_statis
 from mmgrasp.models.assigners.scale_statistic import statistic_path
 from mmgrasp.models.detectors.graspnet_baseline import GraspNetBaseline, ScaleBalancedGrasp
 from mmgrasp.models.heads.graspnet_heads import DepthCloudCrop, MultiScaleCloudCrop
-from mmgrasp.models.layers.point_ops import cylinder_query, cylinder_queries
+from mmgrasp.ops.point_ops import cylinder_query, cylinder_queries
 from mmgrasp.models.losses.graspnet_loss import GraspNetBaselineLoss, ScaleBalancedGraspLoss
 from mmgrasp.registry import MODELS
 from mmgrasp.geometry.grasp_frames import generate_grasp_views

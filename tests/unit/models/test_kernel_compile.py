@@ -62,7 +62,7 @@ import sys, types
 sys.path.insert(0, sys.argv[1])
 import triton, triton.language as tl
 from tools.analysis import kernel_resources as kr
-from mmgrasp.models.layers.point_kernels import Launch
+from mmgrasp.ops.point_kernels import Launch
 
 @triton.jit
 def _broken(out_ptr, n, BLOCK: tl.constexpr):

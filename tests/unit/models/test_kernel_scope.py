@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from mmgrasp.models.utils.kernel_scope import kernel_scope, parse_kernel_scope
+from mmgrasp.ops.kernel_scope import kernel_scope, parse_kernel_scope
 
 
 def test_scope_is_a_profiler_range_that_names_its_launches():

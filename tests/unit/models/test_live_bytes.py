@@ -4,7 +4,7 @@ storages are counted once, and a kernel scope is charged only the outputs that s
 import torch
 
 from mmgrasp.models.utils import PartTimer
-from mmgrasp.models.utils.kernel_scope import kernel_scope
+from mmgrasp.ops.kernel_scope import kernel_scope
 from mmgrasp.models.utils.live_bytes import LiveBytes
 
 KB = 4000  # bytes of 1 000 float32

@@ -12,8 +12,8 @@ from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
 from mmgrasp.engine.hooks.config_hash_hook import config_hash
-from mmgrasp.models.layers import point_ops
-from mmgrasp.models.layers.sparse_conv import _SparseConvBase
+from mmgrasp.ops import numerics, point_ops
+from mmgrasp.ops.sparse_conv import _SparseConvBase
 from mmgrasp.registry import MODELS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -55,7 +55,7 @@ def test_point_ops_chooses_what_the_forward_runs(monkeypatch):
         @staticmethod
         def furthest_point_sample(xyz, num, mask=None):
             calls.append('fps')
-            with point_ops.point_ops_backend('torch'):
+            with numerics.point_ops_backend('torch'):
                 return point_ops.furthest_point_sample(xyz, num, mask)
 
     monkeypatch.setattr(point_ops, 'triton_kernels', lambda: Kernels)
@@ -69,7 +69,7 @@ def test_point_ops_chooses_what_the_forward_runs(monkeypatch):
             seeds[choice] = model(dict(points=points), mode='tensor')['seeds']
         assert calls == (['fps'] if choice == 'triton' else []), choice
     assert torch.equal(seeds['torch'], seeds['triton'])
-    assert point_ops._BACKEND.get() == 'auto'
+    assert numerics.current_point_ops() == 'auto'
     with pytest.raises(ValueError, match="point_ops='cuda'"):
         _build(dict(cfg.model, point_ops='cuda'))
 
@@ -86,11 +86,8 @@ def test_conv_algorithm_reaches_every_sparse_conv_layer():
 
 
 def test_the_numerics_are_logged_when_the_model_is_built(monkeypatch):
-    from mmgrasp.models.backbones import sparse_unet
-    from mmgrasp.models.detectors import base
     lines = []
-    monkeypatch.setattr(base, 'print_log', lambda msg, **kw: lines.append(msg))
-    monkeypatch.setattr(sparse_unet, 'print_log', lambda msg, **kw: lines.append(msg))
+    monkeypatch.setattr(numerics, 'print_log', lambda msg, **kw: lines.append(msg))
     cfg = _config()
     _build(dict(cfg.model, point_ops='torch'))
     assert lines == ["GSNet: point_ops='torch'", "SparseUNet14: backend='torch', "
@@ -109,5 +106,5 @@ def test_auto_without_triton_on_cuda_warns_once_why(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert point_ops._kernels_for(cuda_tensor) is None  # once
-    with point_ops.point_ops_backend('triton'), pytest.raises(ImportError, match='triton'):
+    with numerics.point_ops_backend('triton'), pytest.raises(ImportError, match='triton'):
         point_ops._kernels_for(cuda_tensor)

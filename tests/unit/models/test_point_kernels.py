@@ -13,11 +13,11 @@ if _INTERPRETED:
     os.environ['TRITON_INTERPRET'] = '1'
 triton = pytest.importorskip('triton')
 
-from mmgrasp.models.layers import point_kernels  # noqa: E402
-from mmgrasp.models.layers.point_ops import (_furthest_point_sample_reference,  # noqa: E402
-                                             _knn_reference, ball_query, cylinder_queries,
-                                             cylinder_query, furthest_point_sample, knn,
-                                             point_ops_backend)
+from mmgrasp.ops import point_kernels  # noqa: E402
+from mmgrasp.ops.point_ops import (_furthest_point_sample_reference,  # noqa: E402
+                                   _knn_reference, ball_query, cylinder_queries,
+                                   cylinder_query, furthest_point_sample, knn)
+from mmgrasp.ops.numerics import point_ops_backend  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not _INTERPRETED, reason='triton was imported for the GPU before this module (with a GPU: '

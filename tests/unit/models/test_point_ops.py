@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.models.layers import (ball_query, cylinder_query, furthest_point_sample,
-                                   gather_points, group_points, knn, three_nn_interpolate)
-from mmgrasp.models.layers import point_ops
+from mmgrasp.ops import (ball_query, cylinder_query, furthest_point_sample,
+                         gather_points, group_points, knn, three_nn_interpolate)
+from mmgrasp.ops import point_ops
 
 
 def _points(batch=2, n=300, seed=0):

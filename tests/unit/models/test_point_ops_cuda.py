@@ -4,8 +4,8 @@ cylinder queries, kNN) and its gathered features; gathers' gradients are bit-rep
 import pytest
 import torch
 
-from mmgrasp.models.layers import (ball_query, cylinder_query, furthest_point_sample,
-                                   group_points, knn, three_nn_interpolate)
+from mmgrasp.ops import (ball_query, cylinder_query, furthest_point_sample,
+                         group_points, knn, three_nn_interpolate)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA device')]

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmgrasp.models.layers import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
-                                   hash_coords, sparse_cat, unhash_coords, voxelize)
-from mmgrasp.models.layers import sparse_conv
-from mmgrasp.models.layers.sparse_conv import conv_algorithm
+from mmgrasp.ops import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
+                         hash_coords, sparse_cat, unhash_coords, voxelize)
+from mmgrasp.ops import sparse_conv
+from mmgrasp.ops.numerics import resolve_conv_algorithm
 
 LAYER = {}  # the algorithm of the layers the tests build (the fixture sets it)
 
@@ -190,7 +190,7 @@ def test_voxelize_levels_give_the_coarse_sets_of_strided_convolutions():
 def test_voxelize_names_a_wrong_depth_scale():
     """Millimetres read as metres (factor_depth 1) put points ~600 m away: the error shows the
     range seen and names the likely cause, not only the voxel limit."""
-    from mmgrasp.models.layers.sparse_conv import voxelize
+    from mmgrasp.ops.sparse_tensor import voxelize
     points = torch.tensor([[[0.0, 0.0, 600.0], [1.0, -2.0, 900.0]]])
     with pytest.raises(ValueError, match=r'z \(depth\) 600\.\.900 m\. The depth scale is '
                                          r'probably wrong: .*factor_depth'):
@@ -232,12 +232,12 @@ def test_the_two_algorithms_agree_and_each_is_deterministic(monkeypatch, algorit
 
 
 def test_the_algorithm_is_chosen_by_device_unless_set():
-    assert conv_algorithm('auto', torch.device('cpu')) == 'pairs'
-    assert conv_algorithm('auto', torch.device('cuda')) == 'chunked_im2col'
-    assert conv_algorithm('chunked_im2col', torch.device('cpu')) == 'chunked_im2col'
-    assert conv_algorithm('pairs', torch.device('cuda')) == 'pairs'
+    assert resolve_conv_algorithm('auto', torch.device('cpu')) == 'pairs'
+    assert resolve_conv_algorithm('auto', torch.device('cuda')) == 'chunked_im2col'
+    assert resolve_conv_algorithm('chunked_im2col', torch.device('cpu')) == 'chunked_im2col'
+    assert resolve_conv_algorithm('pairs', torch.device('cuda')) == 'pairs'
     for wrong in ('gemm', 'im2col'):  # 'gemm': the name before the chunking
         with pytest.raises(ValueError, match=f"algorithm='{wrong}'"):
-            conv_algorithm(wrong, torch.device('cpu'))
+            resolve_conv_algorithm(wrong, torch.device('cpu'))
         with pytest.raises(ValueError, match=f"algorithm='{wrong}'"):
             SparseConv3d(2, 2, 3, algorithm=wrong)

@@ -4,8 +4,8 @@ changes what runs."""
 import pytest
 import torch
 
-from mmgrasp.models.layers import SparseConv3d, voxelize
-from mmgrasp.models.layers import sparse_conv
+from mmgrasp.ops import SparseConv3d, voxelize
+from mmgrasp.ops import sparse_conv
 
 
 def _two_level_set(seed: int):

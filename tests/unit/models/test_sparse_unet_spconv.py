@@ -15,9 +15,9 @@ from torch.overrides import TorchFunctionMode
 
 from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
-from mmgrasp.models.layers import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
-                                   hash_coords, voxelize)
-from mmgrasp.models.layers import spconv_backend
+from mmgrasp.ops import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
+                         hash_coords, voxelize)
+from mmgrasp.ops import spconv_backend
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.utils import register_all_modules
 

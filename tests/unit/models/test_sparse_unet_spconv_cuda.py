@@ -9,7 +9,7 @@ import torch
 
 from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
-from mmgrasp.models.layers import SparseConv3d, SparseConvTranspose3d, voxelize
+from mmgrasp.ops import SparseConv3d, SparseConvTranspose3d, voxelize
 from mmgrasp.registry import MODELS, build_in_scope
 
 #: The skip reason device_check.sh recognises (a GPU machine without the CUDA wheel).

@@ -9,9 +9,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
-from mmgrasp.models.layers import SparseConv3d, voxelize
+from mmgrasp.ops import SparseConv3d, voxelize
 from mmgrasp.models.utils import PartTimer
-from mmgrasp.models.utils.kernel_scope import kernel_scope
+from mmgrasp.ops.kernel_scope import kernel_scope
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -128,7 +128,7 @@ def test_fused_adam_is_charged_its_multi_tensor_launches():
 
 
 def _point_ops_run(xyz, rot, feats):
-    from mmgrasp.models.layers import point_ops
+    from mmgrasp.ops import point_ops
     return dict(
         fps=point_ops.furthest_point_sample(xyz, 8),
         ball=point_ops.ball_query(0.2, 4, xyz, xyz[:, :8]),
@@ -139,7 +139,7 @@ def _point_ops_run(xyz, rot, feats):
 
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
         monkeypatch):
-    from mmgrasp.models.layers import point_ops
+    from mmgrasp.ops import point_ops
     xyz, feats = _cloud(n=64), torch.ones(2, 5, 2)
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)

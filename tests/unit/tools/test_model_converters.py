@@ -17,7 +17,7 @@ import torch
 from mmengine.config import Config
 from mmengine.runner import load_checkpoint
 
-from mmgrasp.models.layers.sparse_conv import kernel_offsets
+from mmgrasp.ops.sparse_conv import kernel_offsets
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.utils import register_all_modules
 

@@ -3,11 +3,11 @@
 Each sampler and query has a pure-PyTorch reference (the CPU path) and, on CUDA tensors with
 Triton installed, a one-launch kernel (:mod:`.point_kernels`) that returns the same indices,
 launched inside ``kernel_scope(name, 1)`` so that the launch counter charges it one launch.
-The detectors' ``point_ops`` (a model config key, so it is in the hashed config) chooses, for
-their forward passes (:func:`point_ops_backend`): ``auto`` (the default: the kernels on CUDA
-tensors; without Triton the references, with one warning saying so), ``torch`` (the
-references everywhere) or ``triton`` (the kernels on every tensor: on CPU tensors under
-``TRITON_INTERPRET=1``, as the launch counter runs the CUDA path). The references take
+The detectors' ``point_ops`` (a model config key: :mod:`.numerics`) chooses, for their forward
+passes (:func:`.numerics.point_ops_backend`), between the two: ``auto`` (the default: the
+kernels on CUDA tensors; without Triton the references, with one warning saying so), ``torch``
+or ``triton`` (the kernels on every tensor: on CPU tensors under ``TRITON_INTERPRET=1``, as
+the launch counter runs the CUDA path). The references take
 batched tensors, are vectorised over points, and are deterministic on the CPU. The
 samplers and queries return indices and build no autograd graph. Each query works on chunks of
 query points, sized so that a chunk's temporaries stay within ``_CHUNK_ELEMENTS`` elements of
@@ -18,17 +18,16 @@ On CUDA the backward passes of the gathers (``group_points``, ``gather_points``,
 ``three_nn_interpolate``) accumulate gradients with atomics when indices repeat. They are
 deterministic there only under ``torch.use_deterministic_algorithms(True)``.
 """
-import contextvars
 import warnings
-from contextlib import contextmanager
 from functools import lru_cache
 from types import ModuleType
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-from ..utils.kernel_scope import kernel_scope
+from .kernel_scope import kernel_scope
+from .numerics import current_point_ops
 
 _CHUNK_ELEMENTS = 1 << 23  # 8M elements per (B, chunk, N) temporary (32 MiB in float32)
 
@@ -47,31 +46,12 @@ def triton_kernels() -> Optional[ModuleType]:
     return point_kernels
 
 
-#: The values of the detectors' ``point_ops``.
-POINT_OPS_BACKENDS = ('auto', 'torch', 'triton')
-_BACKEND = contextvars.ContextVar('mmgrasp_point_ops', default='auto')
 _WARNED: list = []  # the auto fallback warns once a process
-
-
-def check_point_ops(choice: str) -> str:
-    if choice not in POINT_OPS_BACKENDS:
-        raise ValueError(f'point_ops={choice!r}: expected one of {POINT_OPS_BACKENDS}')
-    return choice
-
-
-@contextmanager
-def point_ops_backend(choice: str) -> Iterator[None]:
-    """Run the enclosed point ops on ``choice`` (see the module docstring)."""
-    token = _BACKEND.set(check_point_ops(choice))
-    try:
-        yield
-    finally:
-        _BACKEND.reset(token)
 
 
 def _kernels_for(tensor: Tensor) -> Optional[ModuleType]:
     """The Triton kernels when they run on ``tensor`` (see the module docstring), else None."""
-    choice = _BACKEND.get()
+    choice = current_point_ops()
     if choice == 'torch' or (choice == 'auto' and not tensor.is_cuda):
         return None
     kernels = triton_kernels()

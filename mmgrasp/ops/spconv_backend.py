@@ -35,11 +35,12 @@ with more than one OpenMP thread a few output rows come out wrong, differently e
 CPU call therefore runs on one thread.
 """
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Iterator, Tuple
+from typing import Iterator
 
 import torch
 from torch import Tensor
+
+from .sparse_tensor import SparseTensor, SpconvState
 
 #: Origin alignment in cells of the first spconv layer's stride: strided spconv layers below it
 #: may reach a total stride of ALIGN (GSNet's U-Net reaches 16).
@@ -56,21 +57,6 @@ def import_spconv():
         raise ImportError(f"backend='spconv' needs spconv 2.3.x, which does not import "
                           f"({err}): {PIP_HINT}; or use backend='torch'") from err
     return spconv
-
-
-@dataclass(eq=False)
-class SpconvState:
-    """The spconv tensor of a :class:`.sparse_conv.SparseTensor`'s rows (its features are
-    stale: the SparseTensor's are current) and the cell at spconv index 0 at that stride, as
-    Python ints (for the checks, no host read) and on the rows' device (for the coordinates)."""
-    tensor: object  # spconv.pytorch.SparseConvTensor
-    origin: Tuple[int, int, int]
-    origin_cells: Tensor  # (3,) int64, equal to origin
-
-    def strided(self, tensor, stride: int) -> 'SpconvState':
-        """The state of ``tensor``, a stride-``stride`` conv's output of these rows."""
-        return SpconvState(tensor, tuple(o // stride for o in self.origin),
-                           self.origin_cells.div(stride, rounding_mode='floor'))
 
 
 def check_layer(kernel_size: int, stride: int, dilation: int, transposed: bool) -> None:
@@ -176,7 +162,6 @@ def _key(kind: str, state: SpconvState, *geometry: int) -> str:
 def convolve(layer, x, target=None):
     """``layer`` (a :class:`.sparse_conv._SparseConvBase` built with ``backend='spconv'``)
     applied to ``x`` (onto ``target`` for a transposed conv) by spconv; a SparseTensor."""
-    from .sparse_conv import SparseTensor
     state = _root(x)
     module, k, stride = layer._spconv, layer.kernel_size, layer.stride
     if layer.transposed:
