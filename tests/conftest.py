@@ -140,7 +140,7 @@ def gc6d_root(tmp_path_factory):
     graspness of the d435, which 'realsense' names, follows), so serving one instance's rows to
     the other fails the checks. Read-only."""
     from mmgrasp.datasets.graspness import generate_graspness
-    from mmgrasp.datasets.synthetic_gc6d import write_graspclutter6d_dataset
+    from mmgrasp.datasets.synthetic.gc6d import write_graspclutter6d_dataset
 
     root = str(tmp_path_factory.mktemp('gc6d') / 'graspclutter6d')
     write_graspclutter6d_dataset(root, scenes=2, test_scenes=1, frames=3, objects=4,

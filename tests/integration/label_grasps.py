@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from mmgrasp.datasets.synthetic_labels import grasp_frames
+from mmgrasp.datasets.synthetic.labels import grasp_frames
 from mmgrasp.evaluation.graspnet_eval import read_annotation
 
 

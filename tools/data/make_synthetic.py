@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from mmgrasp.datasets.synthetic import PLY_FORMATS, SHAPES, write_synthetic_dataset
-from mmgrasp.datasets.synthetic_gc6d import write_graspclutter6d_dataset
+from mmgrasp.datasets.synthetic.gc6d import write_graspclutter6d_dataset
 
 
 def parse_args(argv=None) -> argparse.Namespace:

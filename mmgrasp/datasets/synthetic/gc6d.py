@@ -1,7 +1,7 @@
 """Synthetic GraspClutter6D-layout dataset writer (``make_synthetic.py --layout graspclutter6d``).
 
 The same box objects, table, ray casting and label physics as the GraspNet-1Billion writer
-(:mod:`.synthetic`, :mod:`.synthetic_labels`), laid out as graspclutter6dAPI reads a download
+(:mod:`.scene`, :mod:`.labels`), laid out as graspclutter6dAPI reads a download
 (see :mod:`.graspclutter6d_reader`): four cameras interleaved in one image sequence (image id =
 4·annotation + 1..4) around each scene, BOP JSON poses in millimetres, per-instance amodal and
 visible masks, 3-channel label PNGs whose channel 0 is ``obj_id``, depth scaled by 1000
@@ -19,11 +19,11 @@ import os
 
 import numpy as np
 
-from .graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
-from .synthetic import (MAX_DEPTH, _grasp_arrays, _log, _look_at, _make_model, _model_obj,
-                        _model_ply, _model_sdf, _place_objects, _rigid, _rng, _rot, _write_png,
-                        camera_intrinsics, render, staged_dataset)
-from .synthetic_labels import MAX_WIDTH, scene_collision, tolerance_labels
+from ..graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
+from .labels import MAX_WIDTH, scene_collision, tolerance_labels
+from .scene import (MAX_DEPTH, axis_rotation, camera_intrinsics, grasp_arrays, item_rng,
+                    log_progress, look_at, make_model, model_obj, model_ply, model_sdf,
+                    place_objects, render, rigid_transform, staged_dataset, write_png)
 
 __all__ = ['write_graspclutter6d_dataset', 'GC6D_CAMERAS']
 
@@ -62,18 +62,19 @@ def _scene_cameras(rng: np.random.Generator, frames: int) -> dict:
         azim = base_azimuth + k * np.pi / 2 + rng.uniform(-0.3, 0.3)
         eye = np.array([np.cos(azim), np.sin(azim), 0.0]) * height / np.tan(elev)
         eye[2] = height
-        pose0 = _look_at(eye, np.array([*rng.uniform(-0.03, 0.03, 2), 0.03]))
+        pose0 = look_at(eye, np.array([*rng.uniform(-0.03, 0.03, 2), 0.03]))
         step = np.deg2rad(min(3.0, 90.0 / max(frames - 1, 1)))
-        out[cam] = [_rigid(_rot(2, f * step), (0, 0, 0)) @ pose0 for f in range(frames)]
+        out[cam] = [rigid_transform(axis_rotation(2, f * step), (0, 0, 0)) @ pose0
+                    for f in range(frames)]
     return out
 
 
 def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict, labels: dict,
                  frames: int, grid: tuple[int, int, int], image_size: tuple[int, int],
                  palette: np.ndarray) -> None:
-    rng = _rng(seed, 'gc6d-scene', scene)
+    rng = item_rng(seed, 'gc6d-scene', scene)
     halves = [models[i].half for i in ids]
-    obj_wrt_table = _place_objects(rng, halves)
+    obj_wrt_table = place_objects(rng, halves)
     sdir = os.path.join(root, 'scenes', f'{scene:06d}')
     for sub in ('rgb', 'depth', 'label', 'mask', 'mask_visib'):
         os.makedirs(os.path.join(sdir, sub))
@@ -95,7 +96,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict,
                                     instance_labels)
             valid = z <= MAX_DEPTH
             depth = np.round(np.where(valid, z, 0) * scale).astype(np.int64)
-            noise = _rng(seed, 'gc6d-depth-noise', scene, CAMERA_INDEX[cam], ann).integers(
+            noise = item_rng(seed, 'gc6d-depth-noise', scene, CAMERA_INDEX[cam], ann).integers(
                 -1, 2, depth.shape) * int(scale // 1000)
             depth = np.where(table & valid, np.maximum(depth + noise, 1), depth).astype(np.uint16)
             inst[~valid] = 0
@@ -104,16 +105,16 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict,
             colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
             rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
             name = f'{img:06d}.png'
-            _write_png(os.path.join(sdir, 'rgb', name), rgb)
-            _write_png(os.path.join(sdir, 'depth', name), depth)
-            _write_png(os.path.join(sdir, 'label', name), np.repeat(seg[..., None], 3, axis=2))
+            write_png(os.path.join(sdir, 'rgb', name), rgb)
+            write_png(os.path.join(sdir, 'depth', name), depth)
+            write_png(os.path.join(sdir, 'label', name), np.repeat(seg[..., None], 3, axis=2))
             for n, (pose, half) in enumerate(zip(obj_wrt_table, halves)):
                 _, alone, _ = render(K, image_size, cam_wrt_table, [pose], [half], [1])
                 mask_name = f'{img:06d}_{n:06d}.png'
-                _write_png(os.path.join(sdir, 'mask', mask_name),
-                           np.where(alone > 0, 255, 0).astype(np.uint8))
-                _write_png(os.path.join(sdir, 'mask_visib', mask_name),
-                           np.where(inst == n + 1, 255, 0).astype(np.uint8))
+                write_png(os.path.join(sdir, 'mask', mask_name),
+                          np.where(alone > 0, 255, 0).astype(np.uint8))
+                write_png(os.path.join(sdir, 'mask_visib', mask_name),
+                          np.where(inst == n + 1, 255, 0).astype(np.uint8))
     _write_json(os.path.join(sdir, 'scene_camera.json'), scene_camera)
     _write_json(os.path.join(sdir, 'scene_gt.json'), scene_gt)
     arrays = []
@@ -158,28 +159,29 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
         for sub in ('scenes', 'grasp_label', 'collision_label', 'tolerance', 'models_m',
                     'models_obj_m', 'split_info'):
             os.makedirs(os.path.join(tmp, sub))
-        model_set = {m: _make_model(seed, m, points_per_object) for m in range(models)}
+        model_set = {m: make_model(seed, m, points_per_object) for m in range(models)}
         labels = {}
         for m, model in model_set.items():
-            _log(progress, f'[synthetic gc6d] obj_{m + 1:06d}: {len(model.points)} points')
+            log_progress(progress, f'[synthetic gc6d] obj_{m + 1:06d}: {len(model.points)} points')
             name = f'obj_{m + 1:06d}'
-            for folder, ext, encode in (('models_m', 'ply', _model_ply),
-                                        ('models_obj_m', 'obj', _model_obj),
-                                        ('models_obj_m', 'sdf', _model_sdf)):
+            for folder, ext, encode in (('models_m', 'ply', model_ply),
+                                        ('models_obj_m', 'obj', model_obj),
+                                        ('models_obj_m', 'sdf', model_sdf)):
                 with open(os.path.join(tmp, folder, f'{name}.{ext}'), 'wb') as f:
                     f.write(encode(model))
-            offsets, collision, scores, width = _grasp_arrays(model, grid, max_label_width)
+            offsets, collision, scores, width = grasp_arrays(model, grid, max_label_width)
             np.savez(os.path.join(tmp, 'grasp_label', f'{name}_labels.npz'), points=model.points,
                      offsets=offsets, scores=scores)
             del offsets
             np.save(os.path.join(tmp, 'tolerance', f'{name}_tolerance.npy'),
                     tolerance_labels(model.points, scores))
             labels[m] = (scores, width, collision)
-        palette = _rng(seed, 'palette').integers(40, 256, (NUM_OBJECTS + 2, 3)).astype(np.float64)
+        palette = item_rng(seed, 'palette').integers(40, 256, (NUM_OBJECTS + 2, 3)).astype(
+            np.float64)
         palette[-1] = (170, 160, 150)  # table
         per_scene = {}
         for n, s in enumerate(range(1, total + 1)):
-            rng = _rng(seed, 'gc6d-scene-objects', s)
+            rng = item_rng(seed, 'gc6d-scene-objects', s)
             if n < duplicates:
                 ids = list(rng.choice(models, objects - 1, replace=False))
                 ids.insert(int(rng.integers(0, objects)), ids[int(rng.integers(0, objects - 1))])
@@ -187,12 +189,13 @@ def write_graspclutter6d_dataset(out: str | os.PathLike, scenes: int = 3, frames
                 ids = list(rng.choice(models, objects, replace=False))
             ids = [int(i) for i in ids]
             per_scene[str(s)] = sorted({i + 1 for i in ids})
-            _log(progress, f'[synthetic gc6d] scene {s:06d}: obj_ids {[i + 1 for i in ids]}, '
-                           f'{frames} annotations x {len(GC6D_CAMERAS)} cameras')
+            log_progress(progress,
+                         f'[synthetic gc6d] scene {s:06d}: obj_ids {[i + 1 for i in ids]}, '
+                         f'{frames} annotations x {len(GC6D_CAMERAS)} cameras')
             _write_scene(tmp, seed, s, ids, model_set, labels, frames, grid, image_size, palette)
         _write_json(os.path.join(tmp, 'split_info', 'grasp_train_scene_ids.json'),
                     list(range(1, scenes + 1)))
         _write_json(os.path.join(tmp, 'split_info', 'grasp_test_scene_ids.json'),
                     list(range(scenes + 1, total + 1)))
         _write_json(os.path.join(tmp, 'split_info', 'obj_ids_per_scene.json'), per_scene)
-    _log(progress, f'[synthetic gc6d] wrote {out}')
+    log_progress(progress, f'[synthetic gc6d] wrote {out}')

@@ -1,4 +1,4 @@
-"""Grasp labels of box objects computed with the evaluator's physics (used by ``synthetic.py``).
+"""Grasp labels of box objects computed with the evaluator's physics (used by :mod:`.scene`).
 
 GraspNet-1Billion labels a grasp by a surface point p, a view v (approach a = -v), an in-plane
 angle and a depth d: the gripper frame is x = a, y = jaw axis, z = height (graspnet.md §2), and
@@ -8,7 +8,7 @@ box the evaluator's steps have closed forms, computed here for every cell at onc
 - **contacts**: the two jaws moving from c -/+ w/2 * y towards c stop where the line
   c + t * y enters / leaves the box (slab intersection, t_near < 0 < t_far); c must lie inside the
   box. The contact normals are the normals of the faces hit (what dexnet's plane fit gives on the
-  SDF written by ``synthetic.box_sdf_values`` away from edges); contacts closer than
+  SDF written by ``boxes.box_sdf_grid`` away from edges); contacts closer than
   ``EDGE_MARGIN`` to an edge of their face are rejected, because there the SDF's fitted normal
   blends two faces.
 - **width** w = 2 * max(-t_near, t_far) + 2 * ``JAW_CLEARANCE``: both jaws start outside the box.
@@ -24,9 +24,9 @@ box the evaluator's steps have closed forms, computed here for every cell at onc
 
 Collisions are computed where the grasp holds (μ > 0), the only cells any consumer reads them
 (training zeroes μ where they are set, ground truth keeps μ > 0 and no collision); elsewhere the
-flags are False. The statistics that follow, for boxes of 4-12 cm, are stated in ``synthetic.py``.
+flags are False. The statistics that follow, for boxes of 4-12 cm, are stated in :mod:`.graspnet`.
 
-Curved and concave shapes (``synthetic_shapes``) follow the same rules from their exact signed
+Curved and concave shapes (:mod:`.shapes`) follow the same rules from their exact signed
 distance instead of closed forms (``shape_grasp_labels``): the jaw line is marched from the
 centre outwards (1 mm steps, then bisection) to the surface; the cell is infeasible when the line
 meets the surface again before the open jaw (a concave shape: the jaw would stop elsewhere) or
@@ -50,7 +50,7 @@ GRIPPER_HEIGHT = 0.02  # graspnetAPI eval_utils.collision_detection
 GRIPPER_BASE_DEPTH = 0.02
 FINGER_WIDTH = 0.01
 JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
-EDGE_MARGIN = 0.006  # three SDF cells (synthetic.SDF_RESOLUTION = 2 mm)
+EDGE_MARGIN = 0.006  # three SDF cells (boxes.SDF_RESOLUTION = 2 mm)
 CENTRE_MARGIN = 0.004  # two SDF cells: dexnet's jaw samples end at the centre
 EDGE_ANGLE = np.deg2rad(45.0)  # curved shapes: normal turn within EDGE_MARGIN that marks an edge
 MARCH_STEP = 0.001  # curved shapes: jaw-line march before bisection

@@ -1,7 +1,7 @@
 """Curved and concave model shapes of the synthetic writer: sphere, upright cylinder, capsule
 lying along x, torus lying flat, and an L-shaped plate (two boxes).
 
-Boxes have closed forms everywhere (``synthetic.py``, ``synthetic_labels.py``); these shapes are
+Boxes have closed forms everywhere (:mod:`.boxes`, :mod:`.labels`); these shapes are
 described by an exact signed distance (negative inside; for the L the union's minimum, exact
 outside and of the right sign inside), from which the writer ray-casts the depth images, writes
 the SDF file, and finds the jaw contacts of the labels. Every shape is centred on its bounding
@@ -13,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import ConvexHull
 
+from .boxes import BOX_FACES, box_corners, box_surface_grid
+
 __all__ = ['SHAPES', 'Shape', 'make_shape']
 
-#: Shape names accepted by the writer (``box`` uses synthetic.py's closed forms).
+#: Shape names accepted by the writer (``box`` uses :mod:`.boxes`' closed forms).
 SHAPES = ('box', 'sphere', 'cylinder', 'capsule', 'torus', 'lshape')
 
 
@@ -121,7 +123,6 @@ class Shape:
             return np.stack([rad[None] * np.cos(theta)[:, None], rad[None] * np.sin(theta)[:, None],
                              np.broadcast_to(small[:, 1], (len(theta), len(small)))],
                             -1).reshape(-1, 3)
-        from .synthetic import box_surface_grid  # noqa: PLC0415 - synthetic imports this module
         parts = [box_surface_grid(h, spacing) + c for c, h in self._lshape_boxes()]
         pts = np.concatenate(parts)
         return pts[self.sdf(pts) > -1e-9]  # drop the faces inside the other box
@@ -130,9 +131,8 @@ class Shape:
         """(vertices (V, 3), triangles (F, 3)) for ``textured.obj`` (dexnet loads it; the
         evaluation reads the SDF)."""
         if self.kind == 'lshape':
-            from .synthetic import _BOX_FACES, _box_corners  # noqa: PLC0415
-            verts = np.concatenate([_box_corners(h) + c for c, h in self._lshape_boxes()])
-            faces = np.concatenate([np.array(_BOX_FACES), np.array(_BOX_FACES) + 8])
+            verts = np.concatenate([box_corners(h) + c for c, h in self._lshape_boxes()])
+            faces = np.concatenate([np.array(BOX_FACES), np.array(BOX_FACES) + 8])
             return verts, faces
         if self.kind == 'torus':
             prm, n, m = self.params, 32, 12

@@ -326,7 +326,7 @@ def test_labels_follow_the_physics(stats):
     antipodal friction test, the smallest passing mu of the 0.1 grid; contacts near an edge of
     their face or next to the jaw centre (where dexnet's samples end), and widths over 0.1 m,
     rejected."""
-    from mmgrasp.datasets.synthetic_labels import CENTRE_MARGIN, EDGE_MARGIN
+    from mmgrasp.datasets.synthetic.labels import CENTRE_MARGIN, EDGE_MARGIN
     rng = np.random.default_rng(0)
     for m in range(3):
         g = _labels(stats, m)
@@ -366,7 +366,7 @@ def test_analytic_contacts_equal_eval_jaw_closing(stats):
     0.2 grid, the next coefficient up). Sampled cells keep both jaw lines inside the SDF grid."""
     from mmgrasp.evaluation.functional import EVAL_FRICTION_COEFFICIENTS, grasp_friction
     from mmgrasp.geometry import close_jaws, read_dexnet_sdf
-    from mmgrasp.datasets.synthetic_labels import MU_GRID
+    from mmgrasp.datasets.synthetic.labels import MU_GRID
     rng = np.random.default_rng(3)
     for m in range(3):
         g = _labels(stats, m)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.datasets.graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE
-from mmgrasp.datasets.synthetic_gc6d import write_graspclutter6d_dataset
+from mmgrasp.datasets.synthetic.gc6d import write_graspclutter6d_dataset
 
 
 def _json(root, *parts):

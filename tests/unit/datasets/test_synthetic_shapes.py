@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
-from mmgrasp.datasets.synthetic_labels import (CENTRE_MARGIN, JAW_CLEARANCE, MU_GRID,
+from mmgrasp.datasets.synthetic.labels import (CENTRE_MARGIN, JAW_CLEARANCE, MU_GRID,
                                                grasp_frames, shape_grasp_labels)
-from mmgrasp.datasets.synthetic_shapes import SHAPES, Shape, make_shape
+from mmgrasp.datasets.synthetic.shapes import SHAPES, Shape, make_shape
 from mmgrasp.evaluation.scene_models import read_annotation, read_ply_points
 
 
@@ -132,8 +132,8 @@ def test_writer_shapes_and_ply_formats(tmp_path):
 
 
 def _size_rng(model_id):
-    from mmgrasp.datasets.synthetic import _rng
-    return _rng(0, 'model-size', model_id)
+    from mmgrasp.datasets.synthetic.scene import item_rng
+    return item_rng(0, 'model-size', model_id)
 
 
 def test_writer_rejects_unknown_shapes_and_formats(tmp_path):
