@@ -11,7 +11,7 @@ the stage's arrays go out in one wave) into one reused (page-locked) buffer, one
 transfer to the device; there codes become μ through the objects' value tables, bits are
 unpacked, and rows are expanded to the requests (and to the re-indexed views) that share them.
 """
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -22,16 +22,14 @@ from ..labels.store import packed_row_bytes
 from ..labels.summaries import SUMMARY_DTYPES
 from . import common
 from .common import Transfer, expand_small, group_by_file, request_file_rows, unpack_bits_torch
-
-if TYPE_CHECKING:
-    from .grids import StoreGrids
+from .location import GridLocation
 
 CODED_SUMMARIES = ('view_min_mu', 'view_min_mu_any', 'view_max_mu')
 CELL_NAMES = ('scores', 'widths', 'tolerance', 'collision')
 _TABLE = 256  # every value table padded to 256 entries; code 255 (none) reads +0.0
 
 
-def _to_host(readers: Sequence['StoreGrids'], owner: Tensor, rows: Tensor, views: Tensor
+def _to_host(readers: Sequence[GridLocation], owner: Tensor, rows: Tensor, views: Tensor
              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not all(r.matched_cells for r in readers):
         raise ValueError('matched-cell read of objects without μ codes in the label store')
@@ -45,7 +43,7 @@ def _to_host(readers: Sequence['StoreGrids'], owner: Tensor, rows: Tensor, views
     return request[:, 0], request[:, 1], request[:, 2:]
 
 
-def _tables(readers: Sequence['StoreGrids'], owner: np.ndarray, transfer: Transfer
+def _tables(readers: Sequence[GridLocation], owner: np.ndarray, transfer: Transfer
             ) -> Tuple[List[str], np.ndarray]:
     """Distinct value-table files and each request's first table entry."""
     paths, table_of_reader = np.unique([r.object_file('score_values') for r in readers],
@@ -70,7 +68,7 @@ def _decode(data: dict, codes: Tensor) -> Tensor:
     return data['tables'][start + codes.long()]
 
 
-def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str], owner: Tensor,
+def gather_view_summaries(readers: Sequence[GridLocation], names: Sequence[str], owner: Tensor,
                           rows: Tensor, views: Tensor, first_cell_widths: bool = False
                           ) -> Dict[str, Tensor]:
     """Per-view summaries of request k's row at object views ``views[k]`` (K, W), each (K, W):
@@ -130,7 +128,7 @@ def gather_view_summaries(readers: Sequence['StoreGrids'], names: Sequence[str],
         return out
 
 
-def _collision_windows(readers: Sequence['StoreGrids'], owner: np.ndarray, file_rows: np.ndarray,
+def _collision_windows(readers: Sequence[GridLocation], owner: np.ndarray, file_rows: np.ndarray,
                        views: np.ndarray) -> Tuple[list, np.ndarray, np.ndarray, np.ndarray,
                                                    np.ndarray, np.ndarray, int]:
     """The bytes of each request's scene-collision row that hold its view's A·D bits.
@@ -157,7 +155,7 @@ def _collision_windows(readers: Sequence['StoreGrids'], owner: np.ndarray, file_
             first_bit % 8, pair_index, width)
 
 
-def gather_view_cells(readers: Sequence['StoreGrids'], names: Sequence[str], owner: Tensor,
+def gather_view_cells(readers: Sequence[GridLocation], names: Sequence[str], owner: Tensor,
                       rows: Tensor, views: Tensor) -> Dict[str, Tensor]:
     """The (A, D) cells of request k's row at object view ``views[k]`` (K,), each (K, A, D):
     ``scores`` float32 raw μ (decoded from one-byte codes), ``widths`` float32, ``tolerance``

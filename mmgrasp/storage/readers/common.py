@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -25,9 +25,7 @@ from ..labels.maps import open_maps
 from ..labels.store import COLLISION_BITORDER
 from ..remote.sources import is_url
 from ..remote.store import read_url_rows, read_url_rows_many
-
-if TYPE_CHECKING:
-    from .grids import StoreGrids
+from .location import GridLocation
 
 _ALIGN = 8
 
@@ -248,7 +246,7 @@ def pop_map_copy_seconds() -> float:
     return seconds
 
 
-def request_file_rows(readers: Sequence['StoreGrids'], owner: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def request_file_rows(readers: Sequence[GridLocation], owner: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """File row of every request: ``readers[owner[k]].rows[rows[k]]``."""
     counts = np.array([r.num_points for r in readers], dtype=np.int64)
     if len(owner) and (owner.min() < 0 or owner.max() >= len(readers)):

@@ -1,56 +1,16 @@
 """The record a loader ships per object instead of its grids, and the reads it serves."""
-from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
-import numpy as np
 from torch import Tensor
 
 from .cells import gather_view_cells, gather_view_summaries
+from .location import GridLocation
 from .rows import gather_rows
 
 
-@dataclass(frozen=True, eq=False)
-class StoreGrids:
-    """Where the grids of one object instance's kept label points live in a label store.
-
-    Attributes:
-        store: the store folder.
-        object_id: 0-based object id (selects ``objects/%03d``).
-        rows: (n,) int32 rows of the object's files, one per kept label point.
-        grid: (V, A, D).
-        collision_mode: ``'zero_scores'``, ``'mask'`` or ``'none'``.
-        has_tolerance: whether tolerance is carried.
-        scene: scene id (selects ``scenes/%04d/collision.npy``).
-        collision_offset: first row of this instance in the scene's collision file.
-        matched_cells: the store holds the object's μ codes and per-view summaries, so label
-            matching can read those instead of whole rows (:mod:`.cells`).
-    """
-    store: str
-    object_id: int
-    rows: np.ndarray
-    grid: Tuple[int, int, int]
-    collision_mode: str
-    has_tolerance: bool
-    scene: int
-    collision_offset: int
-    matched_cells: bool = False
-
-    @property
-    def num_points(self) -> int:
-        return len(self.rows)
-
-    def object_file(self, name: str) -> str:
-        return f'{self.store}/objects/{self.object_id:03d}/{name}.npy'
-
-    def collision_file(self) -> str:
-        return f'{self.store}/scenes/{self.scene:04d}/collision.npy'
-
-    def summary_file(self, name: str) -> str:
-        """Per-view summary ``name``: of the scene instance (rows offset by
-        ``collision_offset``) when collisions apply to μ, else of the object."""
-        if self.collision_mode == 'none':
-            return self.object_file(name)
-        return f'{self.store}/scenes/{self.scene:04d}/{name}.npy'
+class StoreGrids(GridLocation):
+    """The :class:`.location.GridLocation` record a loader ships per object instead of its
+    grids, with the reads it serves (whole rows, per-view summaries, matched cells)."""
 
     @classmethod
     def gather(cls, readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows: Tensor,

@@ -18,7 +18,7 @@ whole batch of requests at once:
 Gathers may run on several threads at once (``nn.DataParallel``, a thread pool): each borrows
 a buffer of its own from a small pool for the whole read, so no two reads share one.
 """
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -28,12 +28,10 @@ from ..labels.maps import open_maps
 from ..labels.store import zero_where
 from . import common
 from .common import Transfer, expand, group_by_file, request_file_rows, unpack_bits
-
-if TYPE_CHECKING:
-    from .grids import StoreGrids
+from .location import GridLocation
 
 
-def collision_rows(readers: Sequence['StoreGrids'], owner: np.ndarray,
+def collision_rows(readers: Sequence[GridLocation], owner: np.ndarray,
                     file_rows: np.ndarray) -> np.ndarray:
     """Row of every request in its scene's collision file."""
     offsets = np.array([r.collision_offset for r in readers], dtype=np.int64)
@@ -45,7 +43,7 @@ def value_keys(file_rows: np.ndarray, views: Optional[np.ndarray], num_views: in
     return file_rows if views is None else file_rows * num_views + views
 
 
-def gather_rows(readers: Sequence['StoreGrids'], name: str, owner: Tensor, rows: Tensor,
+def gather_rows(readers: Sequence[GridLocation], name: str, owner: Tensor, rows: Tensor,
             views: Optional[Tensor]) -> Optional[Tensor]:
     first = readers[0]
     modes = {r.collision_mode for r in readers}
