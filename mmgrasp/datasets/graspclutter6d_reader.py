@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 
 from mmgrasp.storage.source import DatasetFileError
-from .graspnet_reader import (DerivedLabelFiles, FrameMeta, _check_array, _NpzArchive, _require,
+from .graspnet_reader import (DerivedLabelFiles, FrameMeta, check_array, NpzArchive, require_file,
                               grasp_label_arrays)
 
 CAMERA_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
@@ -58,7 +58,7 @@ def image_id(annotation: int, camera: str) -> int:
 
 
 def _load_json(path: str):
-    _require(path)
+    require_file(path)
     try:
         with open(path) as f:
             return json.load(f)
@@ -324,7 +324,7 @@ class GraspClutter6DReader(DerivedLabelFiles):
             self._instances[scene] = tuple(int(o) for o in self.scene_meta(scene).object_ids)
             collision = self.collision_label_path(scene)
             if os.path.isfile(collision):
-                with _NpzArchive(collision) as npz:
+                with NpzArchive(collision) as npz:
                     self._collision_counts[scene] = len(npz.files)
         listed, ids = self._instances[scene], tuple(int(o) for o in object_ids)
         if ids != listed:
@@ -340,7 +340,7 @@ class GraspClutter6DReader(DerivedLabelFiles):
                                    f'collision rows')
 
     def _load_png(self, path: str, channels: int) -> np.ndarray:
-        _require(path)
+        require_file(path)
         image = cv2.imread(path, cv2.IMREAD_UNCHANGED)
         if image is None:
             raise DatasetFileError(path, 'cannot decode PNG')
@@ -392,14 +392,14 @@ class GraspClutter6DReader(DerivedLabelFiles):
         if not os.path.isfile(path):
             raise DatasetFileError(path, f'file not found: object {obj + 1} (obj_id) appears in '
                                          f'scene_gt.json but has no grasp labels')
-        with _NpzArchive(path) as npz:
+        with NpzArchive(path) as npz:
             return grasp_label_arrays(npz, grid, collision_required=False)
 
     def load_collision(self, scene: int, meta: Optional[FrameMeta] = None,
                        num_points: Optional[Dict[int, int]] = None,
                        grid: Optional[tuple] = None) -> List[np.ndarray]:
         """One (Np, V, A, D) bool array per ``scene_gt`` instance (``arr_i``, in that order)."""
-        with _NpzArchive(self.collision_label_path(scene)) as npz:
+        with NpzArchive(self.collision_label_path(scene)) as npz:
             path, count = npz.path, len(npz.files)
             if meta is not None and count != len(meta.object_ids):
                 raise DatasetFileError(path, f'has {count} arrays but scene_gt.json of scene '
@@ -407,7 +407,7 @@ class GraspClutter6DReader(DerivedLabelFiles):
                                              f'every instance needs its collision rows')
             masks = []
             for i in range(count):
-                mask = _check_array(path, f'arr_{i}', npz[f'arr_{i}'], 4, 'b')
+                mask = check_array(path, f'arr_{i}', npz[f'arr_{i}'], 4, 'b')
                 if grid is not None and tuple(mask.shape[1:]) != tuple(grid):
                     raise DatasetFileError(path, f"'arr_{i}' has grid {mask.shape[1:]}, expected "
                                                  f'{tuple(grid)}')

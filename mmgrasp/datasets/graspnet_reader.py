@@ -47,14 +47,15 @@ class CameraTrajectory:
         return self.cam0_wrt_table @ self.camera_poses[frame]
 
 
-def _require(path: str) -> str:
+def require_file(path: str) -> str:
+    """``path``, or a DatasetFileError naming it when it is not a file."""
     if not os.path.isfile(path):
         raise DatasetFileError(path, 'file not found')
     return path
 
 
-def _check_array(path: str, key: str, array: np.ndarray, ndim: int,
-                 kind: str, shape_tail: Optional[tuple] = None) -> np.ndarray:
+def check_array(path: str, key: str, array: np.ndarray, ndim: int,
+                kind: str, shape_tail: Optional[tuple] = None) -> np.ndarray:
     """Check rank, dtype kind ('f' float, 'b' bool, 'iu' integer) and trailing shape."""
     if array.ndim != ndim:
         raise DatasetFileError(path, f'{key!r} has {array.ndim} dims {array.shape}, expected {ndim}')
@@ -67,18 +68,18 @@ def _check_array(path: str, key: str, array: np.ndarray, ndim: int,
 
 
 def _load_npy(path: str) -> np.ndarray:
-    _require(path)
+    require_file(path)
     try:
         return np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy raises ValueError/EOFError/OSError for broken files
         raise DatasetFileError(path, f'cannot read .npy ({exc})') from exc
 
 
-class _NpzArchive:
+class NpzArchive:
     """An npz opened with a clear error for a missing, truncated or corrupt file or member."""
 
     def __init__(self, path: str):
-        self.path = _require(path)
+        self.path = require_file(path)
         try:
             self._npz = np.load(path, allow_pickle=False)
         except Exception as exc:
@@ -101,23 +102,23 @@ class _NpzArchive:
     def close(self) -> None:
         self._npz.close()
 
-    def __enter__(self) -> '_NpzArchive':
+    def __enter__(self) -> 'NpzArchive':
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-def grasp_label_arrays(npz: _NpzArchive, grid: Optional[tuple] = None,
+def grasp_label_arrays(npz: NpzArchive, grid: Optional[tuple] = None,
                        collision_required: bool = True) -> Dict[str, np.ndarray]:
     """Points (Np,3) f32, scores μ (Np,V,A,D) f32, widths (Np,V,A,D) f32 and the self-collision
     mask (Np,V,A,D) bool of one open label file, checked for consistent shapes. Without
     ``collision_required`` a file with no ``collision`` array has no self-collision."""
     path = npz.path
-    points = _check_array(path, 'points', npz['points'], 2, 'f', (3,))
-    scores = _check_array(path, 'scores', npz['scores'], 4, 'f')
-    offsets = _check_array(path, 'offsets', npz['offsets'], 5, 'f', (3,))
-    collision = (_check_array(path, 'collision', npz['collision'], 4, 'b')
+    points = check_array(path, 'points', npz['points'], 2, 'f', (3,))
+    scores = check_array(path, 'scores', npz['scores'], 4, 'f')
+    offsets = check_array(path, 'offsets', npz['offsets'], 5, 'f', (3,))
+    collision = (check_array(path, 'collision', npz['collision'], 4, 'b')
                  if collision_required or 'collision' in npz.files
                  else np.zeros(scores.shape, bool))
     n = len(points)
@@ -142,7 +143,7 @@ class DerivedLabelFiles:
         path = self.tolerance_path(obj)
         if not os.path.isfile(path):
             return None
-        return _check_array(path, 'tolerance', _load_npy(path), 4, 'f').astype(np.float32)
+        return check_array(path, 'tolerance', _load_npy(path), 4, 'f').astype(np.float32)
 
     def load_graspness(self, scene: int, frame: int) -> np.ndarray:
         """(N_masked,) float32 GSNet graspness of the masked points of one frame."""
@@ -154,7 +155,7 @@ class DerivedLabelFiles:
         array = _load_npy(path)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array[:, 0]
-        return _check_array(path, 'graspness', array, 1, 'f').astype(np.float32)
+        return check_array(path, 'graspness', array, 1, 'f').astype(np.float32)
 
 
 class GraspNetReader(DerivedLabelFiles):
@@ -278,7 +279,7 @@ class GraspNetReader(DerivedLabelFiles):
 
     def scene_object_ids(self, scene: int) -> np.ndarray:
         """0-based object ids listed in ``object_id_list.txt``."""
-        path = _require(os.path.join(self.scene_dir(scene), 'object_id_list.txt'))
+        path = require_file(os.path.join(self.scene_dir(scene), 'object_id_list.txt'))
         try:
             ids = np.loadtxt(path, dtype=np.int64, ndmin=1)
         except ValueError as exc:
@@ -294,7 +295,7 @@ class GraspNetReader(DerivedLabelFiles):
             self._scene_objects[scene] = tuple(int(o) for o in self.scene_object_ids(scene))
             collision = self.collision_label_path(scene)
             if os.path.isfile(collision):
-                with _NpzArchive(collision) as npz:
+                with NpzArchive(collision) as npz:
                     self._collision_counts[scene] = len(npz.files)
         listed, ids = self._scene_objects[scene], tuple(int(o) for o in object_ids)
         if ids != listed:
@@ -314,10 +315,10 @@ class GraspNetReader(DerivedLabelFiles):
             intrinsics = _load_npy(os.path.join(cam, 'camK.npy'))
             poses = _load_npy(os.path.join(cam, 'camera_poses.npy'))
             cam0 = _load_npy(os.path.join(cam, 'cam0_wrt_table.npy'))
-            _check_array(os.path.join(cam, 'camK.npy'), 'camK', intrinsics, 2, 'f', (3, 3))
-            _check_array(os.path.join(cam, 'camera_poses.npy'), 'camera_poses', poses, 3, 'f',
+            check_array(os.path.join(cam, 'camK.npy'), 'camK', intrinsics, 2, 'f', (3, 3))
+            check_array(os.path.join(cam, 'camera_poses.npy'), 'camera_poses', poses, 3, 'f',
                          (4, 4))
-            _check_array(os.path.join(cam, 'cam0_wrt_table.npy'), 'cam0_wrt_table', cam0, 2, 'f',
+            check_array(os.path.join(cam, 'cam0_wrt_table.npy'), 'cam0_wrt_table', cam0, 2, 'f',
                          (4, 4))
             self._trajectories[scene] = CameraTrajectory(intrinsics, poses, cam0)
         return self._trajectories[scene]
@@ -334,7 +335,7 @@ class GraspNetReader(DerivedLabelFiles):
 
     @staticmethod
     def load_meta_file(path: str) -> FrameMeta:
-        _require(path)
+        require_file(path)
         try:
             mat = scipy.io.loadmat(path)
         except Exception as exc:
@@ -358,7 +359,7 @@ class GraspNetReader(DerivedLabelFiles):
                          factor_depth=float(np.asarray(mat['factor_depth']).reshape(-1)[0]))
 
     def _load_png(self, path: str) -> np.ndarray:
-        _require(path)
+        require_file(path)
         image = cv2.imread(path, cv2.IMREAD_UNCHANGED)
         if image is None:
             raise DatasetFileError(path, 'cannot decode PNG')
@@ -381,8 +382,8 @@ class GraspNetReader(DerivedLabelFiles):
         return self._load_png(self.frame_path(scene, 'label', frame))
 
     # ---------------------------------------------------------------- labels
-    def open_grasp_label(self, obj: int) -> _NpzArchive:
-        return _NpzArchive(self.grasp_label_path(obj))
+    def open_grasp_label(self, obj: int) -> NpzArchive:
+        return NpzArchive(self.grasp_label_path(obj))
 
     def load_grasp_label(self, obj: int, grid: Optional[tuple] = None) -> Dict[str, np.ndarray]:
         """One object's label arrays (see :func:`grasp_label_arrays`)."""
@@ -398,7 +399,7 @@ class GraspNetReader(DerivedLabelFiles):
         checks that the file has one array per listed object and that each matches its object's
         label points.
         """
-        with _NpzArchive(self.collision_label_path(scene)) as npz:
+        with NpzArchive(self.collision_label_path(scene)) as npz:
             path = npz.path
             count = len(npz.files)
             if meta is not None and count != len(meta.object_ids):
@@ -406,7 +407,7 @@ class GraspNetReader(DerivedLabelFiles):
                                              f'{scene} list {len(meta.object_ids)} objects')
             masks = []
             for i in range(count):
-                mask = _check_array(path, f'arr_{i}', npz[f'arr_{i}'], 4, 'b')
+                mask = check_array(path, f'arr_{i}', npz[f'arr_{i}'], 4, 'b')
                 if grid is not None and tuple(mask.shape[1:]) != tuple(grid):
                     raise DatasetFileError(path, f"'arr_{i}' has grid {mask.shape[1:]}, expected "
                                                  f'{tuple(grid)}')

@@ -33,7 +33,7 @@ from mmgrasp.geometry import transform_points
 from .coverage import describe_frames
 from .functional import EVAL_FRICTION_COEFFICIENTS, evaluate_frame
 from .graspnet_eval import EvaluationError, load_dump
-from .scene_models import _model_points, _sdf
+from .scene_models import cached_model_points, cached_sdf
 
 EVALUATOR_VERSION = 'mmgrasp-graspclutter6d-1 (graspclutter6dAPI 0.0.3 eval_scene rules)'
 TOP_K = 50
@@ -69,14 +69,14 @@ class GC6DSceneInputs:
         self.reader = GraspClutter6DReader(root, camera)
         self.scene = scene
         self.object_ids, _ = self.reader.instances(scene, 0)
-        self.models = [_model_points(self.reader.model_points_path(int(o)))
+        self.models = [cached_model_points(self.reader.model_points_path(int(o)))
                        for o in self.object_ids]
         sdfs: Dict[int, object] = {}
         rs = None if sdf_sample_seed is None else np.random.RandomState(sdf_sample_seed)
         for obj in self.object_ids:  # a duplicate shares its twin's SDF (and surface sample)
             obj = int(obj)
             if obj not in sdfs:
-                sdf = _sdf(self.reader.model_sdf_path(obj))
+                sdf = cached_sdf(self.reader.model_sdf_path(obj))
                 if rs is not None:
                     sdf = sdf.with_surface_sample(
                         sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)])

@@ -162,11 +162,13 @@ def _version(path: str) -> tuple:
     return path, st.st_size, st.st_mtime_ns
 
 
-def _model_points(path: str) -> np.ndarray:
+def cached_model_points(path: str) -> np.ndarray:
+    """The model points of a PLY file, 8 mm voxel-sampled, parsed once per file version."""
     return _model_points_of(*_version(path))
 
 
-def _sdf(path: str) -> SignedDistanceField:
+def cached_sdf(path: str) -> SignedDistanceField:
+    """The dexnet SDF of a ``.sdf`` file, parsed once per file version."""
     return _sdf_of(*_version(path))
 
 
@@ -199,8 +201,8 @@ def model_dirs(root: str, camera: str, scene: int) -> List[str]:
 def read_model(model_dir: str) -> None:
     """Parse one object's model points and SDF into this process's caches (and the shared
     folder): what a parallel evaluation does first, one object a task."""
-    _model_points(os.path.join(model_dir, 'nontextured.ply'))
-    _sdf(os.path.join(model_dir, 'textured.sdf'))
+    cached_model_points(os.path.join(model_dir, 'nontextured.ply'))
+    cached_sdf(os.path.join(model_dir, 'textured.sdf'))
 
 
 def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[int] = None):
@@ -214,8 +216,8 @@ def scene_assets(root: str, camera: str, scene: int, sdf_sample_seed: Optional[i
     models, sdfs = [], []
     rs = None if sdf_sample_seed is None else np.random.RandomState(sdf_sample_seed)
     for mdir in dirs:
-        models.append(_model_points(os.path.join(mdir, 'nontextured.ply')))
-        sdf = _sdf(os.path.join(mdir, 'textured.sdf'))
+        models.append(cached_model_points(os.path.join(mdir, 'nontextured.ply')))
+        sdf = cached_sdf(os.path.join(mdir, 'textured.sdf'))
         if rs is not None:
             sample = sdf.surface_cells[rs.choice(len(sdf.surface_cells), 1000)]
             sdf = sdf.with_surface_sample(sample)

@@ -177,11 +177,11 @@ def test_shared_models_follow_the_file(tmp_path):
     os.makedirs(tmp_path / 'shared')
     try:
         scene_models.clear_asset_caches()
-        assert scene_models._sdf(path).data[0, 0, 0] == 0.001
+        assert scene_models.cached_sdf(path).data[0, 0, 0] == 0.001
         assert len(os.listdir(tmp_path / 'shared')) == 1  # parsed once, shared
         write_dexnet_sdf(path, data * 2, np.zeros(3), 0.01)  # replaced: another key
         scene_models.clear_asset_caches()
-        assert scene_models._sdf(path).data[0, 0, 0] == 0.002
+        assert scene_models.cached_sdf(path).data[0, 0, 0] == 0.002
         assert len(os.listdir(tmp_path / 'shared')) == 2
     finally:
         scene_models.share_parsed_models(None)
