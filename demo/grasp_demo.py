@@ -35,8 +35,8 @@ import scipy.io
 from mmengine.config import Config, DictAction
 
 from mmgrasp.apis import GraspInferencer, read_depth
-from mmgrasp.apis.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
-                                        top_grasps)
+from mmgrasp.evaluation.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
+                                              top_grasps)
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.storage.frames.store import frame_workspace
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError

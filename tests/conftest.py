@@ -190,7 +190,7 @@ def small_gsnet_files(synthetic_root, tmp_path_factory) -> Tuple[str, str]:
     from mmengine.config import Config
 
     from mmgrasp.registry import MODELS, build_in_scope
-    from mmgrasp.utils import register_all_modules
+    from mmgrasp.apis import register_all_modules
 
     tmp = tmp_path_factory.mktemp('small_gsnet')
     config, checkpoint = str(tmp / 'small_gsnet.py'), str(tmp / 'init.pth')

@@ -40,8 +40,8 @@ from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.evaluation.graspnet_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
-from mmgrasp.utils import (add_launcher_args, apply_cli_options, apply_launcher,
-                           init_cpu_distributed, leave_distributed, register_all_modules)
+from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
+                          init_cpu_distributed, leave_distributed, register_all_modules)
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 

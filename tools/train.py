@@ -19,8 +19,8 @@ from mmengine.runner import Runner
 
 from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.registry import RUNNERS
-from mmgrasp.utils import (add_launcher_args, apply_cli_options, apply_launcher,
-                           init_cpu_distributed, leave_distributed, register_all_modules)
+from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
+                          init_cpu_distributed, leave_distributed, register_all_modules)
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 

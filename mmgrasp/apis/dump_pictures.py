@@ -7,8 +7,7 @@ import cv2
 import numpy as np
 
 from mmgrasp.evaluation.functional import grasp_nms
-
-from .grasp_drawing import draw_scene, top_grasps
+from mmgrasp.evaluation.grasp_drawing import draw_scene, top_grasps
 
 
 def write_dump_pictures(reader, frames: Iterable[tuple], dump_dir: str, show_dir: str,

@@ -14,9 +14,10 @@ from mmgrasp.datasets.transforms.depth_image import implausible_depth
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
 from mmgrasp.storage.frames.store import workspace_image
-from mmgrasp.utils import register_all_modules
 from mmgrasp.utils.checkpoint_keys import check_checkpoint
 from mmgrasp.utils.random import frame_rng, image_rng
+
+from .setup_env import register_all_modules
 
 DepthInput = Union[np.ndarray, str]
 

@@ -152,7 +152,7 @@ def write_frame_png(path: str, cam_dir: str, frame: int, result: dict) -> None:
     import cv2
     import scipy.io
 
-    from mmgrasp.apis.grasp_drawing import draw_scene  # a leaf module: no import cycle
+    from .grasp_drawing import draw_scene  # here: matplotlib loads only when pictures are drawn
     rgb = cv2.imread(os.path.join(cam_dir, 'rgb', f'{frame:04d}.png'), cv2.IMREAD_COLOR)
     if rgb is None:
         raise FileNotFoundError(f'{cam_dir}/rgb/{frame:04d}.png: cannot read the RGB image')

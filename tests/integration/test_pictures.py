@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from mmgrasp.apis.grasp_drawing import depth_colours, draw_scene, gripper_outlines, project
+from mmgrasp.evaluation.grasp_drawing import depth_colours, draw_scene, gripper_outlines, project
 from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 

@@ -11,7 +11,7 @@ import torch
 from mmengine.config import Config
 
 from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -116,7 +116,7 @@ def test_test_tool_takes_the_launcher_of_the_train_tool(monkeypatch):
     spec.loader.exec_module(tool)
     args = tool.parse_args(['configs/gsnet_demo.py', 'x.pth', '--launcher', 'pytorch'])
     assert args.launcher == 'pytorch'
-    from mmgrasp.utils import apply_launcher
+    from mmgrasp.apis import apply_launcher
     cfg = apply_launcher(Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py')), args)
     assert cfg.launcher == 'pytorch'
     if not torch.cuda.is_available():

@@ -24,9 +24,9 @@ import sys
 import numpy as np
 from mmengine.config import Config, DictAction
 
-from mmgrasp.apis.grasp_drawing import depth_colours, draw_scene
+from mmgrasp.evaluation.grasp_drawing import depth_colours, draw_scene
 from mmgrasp.registry import DATASETS, build_in_scope
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 AUGMENTATIONS = ('RandomFlipRotateScene', )
 

@@ -312,7 +312,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    from mmgrasp.utils import register_all_modules
+    from mmgrasp.apis import register_all_modules
     register_all_modules(False)
     try:
         count, meta = convert_file(args.method, args.src, args.dst, args.config)

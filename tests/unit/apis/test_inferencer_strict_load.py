@@ -12,7 +12,7 @@ from mmengine.config import Config
 from mmgrasp.apis import GraspInferencer
 from mmgrasp.engine.hooks.config_hash_hook import config_hash
 from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError, check_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

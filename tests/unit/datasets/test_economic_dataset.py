@@ -10,7 +10,7 @@ from mmengine.config import Config
 
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.structures.economic_labels import ROW_NAMES, gather_economic_rows
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 REPO = os.path.join(os.path.dirname(__file__), '..', '..', '..')
 register_all_modules()

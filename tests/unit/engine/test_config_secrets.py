@@ -81,7 +81,7 @@ def test_tools_refuse_a_config_with_credentials_before_the_runner_logs_it(tmp_pa
     tools/train.py and tools/test.py refuse a secret-looking option first, naming it."""
     from mmengine.config import Config
 
-    from mmgrasp.utils import apply_cli_options
+    from mmgrasp.apis import apply_cli_options
     cfg = Config(dict(train_dataloader=dict(dataset=dict(pipeline=[dict(
         type='SampleGraspLabels', store_url='s3://bucket/store',
         storage_options=dict(skip_signature=False, secret_access_key=SECRET))]))))

@@ -15,7 +15,7 @@ import torch
 import _reference_checks as checks
 from mmgrasp.storage.labels.store import LabelStore
 from mmgrasp.models.assigners import compute_scale_statistic
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 GRIDS = ('dense', 'deferred')
 

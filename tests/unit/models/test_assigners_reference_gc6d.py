@@ -7,7 +7,7 @@ import pytest
 
 import _reference_checks as checks
 from mmgrasp.storage.labels.store import LabelStore
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 GRIDS = ('dense', 'deferred')
 

@@ -11,7 +11,7 @@ import torch
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.models.assigners import EconomicAssigner
 from mmgrasp.structures.economic_labels import EconomicFrameLabels, read_rows
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 from _economic_reference import process_frame
 

@@ -16,7 +16,7 @@ from mmgrasp.models.heads.economic_heads import (AttentionBlock, InteractiveCyli
 from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TABLE = os.path.join(REPO, 'tests', 'data', 'reference_state_dicts', 'economicgrasp.json')

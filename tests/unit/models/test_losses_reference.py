@@ -6,7 +6,7 @@ mutants these comparisons catch are listed in test_assigners_reference.py."""
 import pytest
 
 import _reference_checks as checks
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 
 @pytest.fixture(scope='module', autouse=True)

@@ -19,7 +19,7 @@ from mmgrasp.ops import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
                          hash_coords, voxelize)
 from mmgrasp.ops import spconv_backend
 from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 try:
     import spconv.pytorch as spconv

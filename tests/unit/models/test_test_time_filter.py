@@ -9,7 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from mmgrasp.models.detectors.base import GraspDetector
 from mmgrasp.structures.data_sample import GraspDataSample
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 
 def grasp(t):

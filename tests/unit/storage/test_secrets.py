@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmgrasp.storage import LabelStoreError, open_remote_label_store
 from mmgrasp.storage.remote.sources import RemoteReadError, open_source
 from mmgrasp.storage.secrets import REDACTED, STORE_KEYS, redact, secret_paths
-from mmgrasp.utils import apply_cli_options
+from mmgrasp.apis import apply_cli_options
 
 obstore = pytest.importorskip('obstore')
 STUBS = {'s3': ('_aws.pyi', 'S3Config'), 'gs': ('_gcs.pyi', 'GCSConfig'),

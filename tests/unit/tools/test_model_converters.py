@@ -19,7 +19,7 @@ from mmengine.runner import load_checkpoint
 
 from mmgrasp.ops.sparse_conv import kernel_offsets
 from mmgrasp.registry import MODELS, build_in_scope
-from mmgrasp.utils import register_all_modules
+from mmgrasp.apis import register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOL = os.path.join(REPO, 'tools', 'model_converters', 'reference_to_mmgrasp.py')

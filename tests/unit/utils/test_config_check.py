@@ -10,7 +10,7 @@ import sys
 import pytest
 from mmengine.config import Config
 
-from mmgrasp.utils import apply_cli_options, register_all_modules
+from mmgrasp.apis import apply_cli_options, register_all_modules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMO = os.path.join(REPO, 'configs', 'gsnet_demo.py')
