@@ -37,7 +37,7 @@ from mmengine.runner import Runner
 
 from mmgrasp.datasets.graspclutter6d_reader import camera_name
 from mmgrasp.engine.hooks import CheckpointLoadHook
-from mmgrasp.evaluation.graspnet_eval import EVALUATOR_VERSION
+from mmgrasp.evaluation.graspnet_dump_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
 from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,

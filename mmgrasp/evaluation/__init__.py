@@ -1,2 +1,2 @@
-from .graspnet_api import GraspNetEval  # noqa: F401
+from .graspnetapi_compat import GraspNetEval  # noqa: F401
 from .metrics import *  # noqa: F401,F403

@@ -20,7 +20,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .coverage import IncompleteEvaluation, check_coverage, coverage, split_names
-from .graspnet_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, evaluate_sizes,
+from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, evaluate_sizes,
                             scene_frames, summarize, write_json)
 from .report import results_table
 
@@ -90,10 +90,10 @@ def present_scenes(root: str, camera: str, split: str) -> List[int]:
 
 def main_gc6d(args: argparse.Namespace) -> dict:
     """GraspClutter6D's AP of a dump folder (``%06d/<camera>/%06d.npy``), the rules of
-    :mod:`.graspclutter6d_eval`, over the frames asked for (annotation indices 0..12), labelled
+    :mod:`.graspclutter6d_dump_eval`, over the frames asked for (annotation indices 0..12), labelled
     as ``tools/test.py`` labels them."""
     from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader
-    from . import graspclutter6d_eval as gc6d
+    from . import graspclutter6d_dump_eval as gc6d
     if args.scale_ap or args.diagnose or args.split not in (None, 'test', 'all'):
         sys.exit('mmgrasp-eval: a GraspClutter6D root takes --split test (or --scenes), without '
                  '--scale-ap / --diagnose (GraspNet-1Billion options)')

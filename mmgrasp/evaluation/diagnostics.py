@@ -32,7 +32,7 @@ import numpy as np
 from mmgrasp.geometry import transform_points
 
 from .functional import EVAL_FRICTION_COEFFICIENTS
-from .graspnet_eval import STANDARD, Protocol, SceneInputs, evaluate_scene, scene_frames
+from .graspnet_dump_eval import STANDARD, Protocol, SceneInputs, evaluate_scene, scene_frames
 from .scene_models import read_annotation
 
 OUTCOME_COLOURS = {'collided': (220, 40, 40), 'empty': (60, 110, 230),

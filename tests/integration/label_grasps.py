@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from mmgrasp.datasets.synthetic.labels import grasp_frames
-from mmgrasp.evaluation.graspnet_eval import read_annotation
+from mmgrasp.evaluation.graspnet_dump_eval import read_annotation
 
 
 def label_grasps(root, scene, frame, per_object, rng, camera='realsense', mu_max=0.4):

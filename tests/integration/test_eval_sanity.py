@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
-from mmgrasp.evaluation.graspnet_eval import evaluate_dump, summarize
+from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump, summarize
 from label_grasps import label_grasps, random_grasps, shifted_grasps
 
 SCENES = (100, 160)

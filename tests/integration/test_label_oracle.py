@@ -10,7 +10,7 @@ import numpy as np
 
 from label_grasps import label_grasps
 from mmgrasp.evaluation.diagnostics import diagnose_dump
-from mmgrasp.evaluation.graspnet_eval import evaluate_dump, summarize
+from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump, summarize
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(

@@ -33,8 +33,8 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-import mmgrasp.evaluation.graspnet_eval as ge  # noqa: E402
-from mmgrasp.evaluation.graspnet_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
+import mmgrasp.evaluation.graspnet_dump_eval as ge  # noqa: E402
+from mmgrasp.evaluation.graspnet_dump_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
                                               summarize)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -8,8 +8,8 @@ from mmengine.logging import MMLogger
 
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader, image_id
 from mmgrasp.registry import METRICS
-from .. import graspclutter6d_eval as gc6d
-from ..graspnet_eval import write_json
+from .. import graspclutter6d_dump_eval as gc6d
+from ..graspnet_dump_eval import write_json
 from .grasp_dump import save_grasps
 
 
@@ -24,7 +24,7 @@ def write_gc6d_dump(dump_dir: str, sample: dict) -> int:
 class GraspClutter6DMetric(BaseMetric):
     """Dump each frame's grasps in GraspClutter6D's layout, then evaluate the scenes of the
     dumped frames with graspclutter6dAPI's ``eval_scene`` rules (see
-    :mod:`mmgrasp.evaluation.graspclutter6d_eval`): AP, AP0.4 and AP0.8 in percent over the
+    :mod:`mmgrasp.evaluation.graspclutter6d_dump_eval`): AP, AP0.4 and AP0.8 in percent over the
     frames run. When those are all 13 annotations of every test scene
     (``grasp_test_scene_ids.json``) these are the benchmark's figures for the camera; otherwise
     the JSON's ``coverage`` labels them "sampled: N of M frames" (``test_split`` false) and

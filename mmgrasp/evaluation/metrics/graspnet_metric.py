@@ -8,7 +8,7 @@ from mmengine.logging import MMLogger
 
 from mmgrasp.registry import METRICS
 from ..coverage import check_coverage, coverage, split_names
-from ..graspnet_eval import (EVALUATOR_VERSION, evaluate_dump, evaluate_sizes, summarize,
+from ..graspnet_dump_eval import (EVALUATOR_VERSION, evaluate_dump, evaluate_sizes, summarize,
                              write_json)
 from .grasp_dump import write_frame_dump
 

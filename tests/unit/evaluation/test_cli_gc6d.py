@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader
-from mmgrasp.evaluation import graspclutter6d_eval as gc6d
+from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
 from mmgrasp.evaluation.cli import main
 from mmgrasp.evaluation.metrics.graspclutter6d_metric import write_gc6d_dump
 

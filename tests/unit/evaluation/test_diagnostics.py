@@ -9,7 +9,7 @@ import pytest
 
 from mmgrasp.evaluation.diagnostics import diagnose_dump
 from mmgrasp.evaluation.functional import EVAL_FRICTION_COEFFICIENTS
-from mmgrasp.evaluation.graspnet_eval import evaluate_dump
+from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 from test_eval_dump_tool import load_tool
 
@@ -93,7 +93,7 @@ def test_diagnose_counts_add_up(tmp_path, capsys):
 
 def test_diagnose_size_protocol(tmp_path):
     """Diagnostics of a size of the split come from that protocol's evaluation."""
-    from mmgrasp.evaluation.graspnet_eval import SIZE_PROTOCOLS
+    from mmgrasp.evaluation.graspnet_dump_eval import SIZE_PROTOCOLS
     root, dump, out = str(tmp_path / 'data'), str(tmp_path / 'dump'), str(tmp_path / 'diag')
     centres = write_eval_dataset(root, scene=100, frames=1)
     write_dump(dump, 100, 0, [top_down_grasp(0.9, centres[0]),

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from mmgrasp.evaluation import graspnet_eval
-from mmgrasp.evaluation.graspnet_eval import EvaluationError, evaluate_dump
+from mmgrasp.evaluation import graspnet_dump_eval
+from mmgrasp.evaluation.graspnet_dump_eval import EvaluationError, evaluate_dump
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 
@@ -16,7 +16,7 @@ def slow_frames(tmp_path, monkeypatch):
     centres = write_eval_dataset(root, scene=100, frames=2)
     for f in (0, 1):
         write_dump(dump, 100, f, [top_down_grasp(0.9, centres[0])])
-    real = graspnet_eval.evaluate_frame
+    real = graspnet_dump_eval.evaluate_frame
     events = []
 
     def slow(*args, **kwargs):
@@ -24,7 +24,7 @@ def slow_frames(tmp_path, monkeypatch):
         time.sleep(30)  # a frame far past frame_timeout, whatever the machine's load
         events.append('finished')
         return real(*args, **kwargs)
-    monkeypatch.setattr(graspnet_eval, 'evaluate_frame', slow)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frame', slow)
     return root, dump, events
 
 

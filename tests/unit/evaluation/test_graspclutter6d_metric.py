@@ -50,7 +50,7 @@ def test_metric_dumps_and_evaluates_the_test_scene(gc6d_root, tmp_path):
 def test_a_sample_is_scored_on_the_frames_run_only(gc6d_root, tmp_path):
     """``--frames 0 2``: the AP is that of frames 0 and 2 (not 13 with zeros for the others),
     labelled sampled; a dump another run left in the folder is not evaluated."""
-    from mmgrasp.evaluation import graspclutter6d_eval as gc6d
+    from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
     reader = GraspClutter6DReader(gc6d_root, 'kinect')
     metric = GraspClutter6DMetric(gc6d_root, camera='kinect', dump_dir=str(tmp_path))
     stale = dict(scene=3, frame=1, camera='azure-kinect', pred_grasps=_grasps(reader, 3, 1))
@@ -69,7 +69,7 @@ def test_a_sample_is_scored_on_the_frames_run_only(gc6d_root, tmp_path):
 
 
 def test_coverage_of_a_whole_test_split_is_complete():
-    from mmgrasp.evaluation.graspclutter6d_eval import coverage as gc6d_coverage
+    from mmgrasp.evaluation.graspclutter6d_dump_eval import coverage as gc6d_coverage
     whole = gc6d_coverage({3: list(range(13)), 5: list(range(13))}, [3, 5])
     assert whole['complete'] and whole['label'] == '' and whole['official_frames'] == 26
     part = gc6d_coverage({3: list(range(13))}, [3, 5])

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from mmgrasp.evaluation import graspclutter6d_eval as gc6d
+from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'gc6d_golden')

@@ -10,7 +10,7 @@ import pytest
 
 from mmgrasp.evaluation import GraspNetEval
 from mmgrasp.evaluation.coverage import IncompleteEvaluation
-from mmgrasp.evaluation.graspnet_eval import evaluate_dump, summarize
+from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump, summarize
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from mmgrasp.evaluation import graspnet_eval, scene_models
-from mmgrasp.evaluation.graspnet_eval import (EvaluationError, evaluate_dump, read_annotation,
+from mmgrasp.evaluation import graspnet_dump_eval, scene_models
+from mmgrasp.evaluation.graspnet_dump_eval import (EvaluationError, evaluate_dump, read_annotation,
                                               summarize, work_units)
 from mmgrasp.geometry import write_dexnet_sdf
 from mmgrasp.evaluation.metrics import GraspNetMetric
@@ -57,7 +57,7 @@ def test_figures_empty_frame_and_resume(scene, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError('evaluated again')
-    monkeypatch.setattr(graspnet_eval, 'evaluate_scene', boom)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_scene', boom)
     again = evaluate_dump(root, dump, 'realsense', [100], results_dir=res, progress=False)[100]
     np.testing.assert_array_equal(again, acc)
     # a changed dump is evaluated again
@@ -91,13 +91,13 @@ def test_worker_time_limit(scene, monkeypatch):
     for s in (100, 101):
         for f in (0, 1):
             write_dump(dump, s, f, rows_for(centres))
-    real = graspnet_eval.evaluate_frame
+    real = graspnet_dump_eval.evaluate_frame
 
     def slow(*args, **kwargs):
         import time
         time.sleep(30)
         return real(*args, **kwargs)
-    monkeypatch.setattr(graspnet_eval, 'evaluate_frame', slow)  # forked workers inherit it
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frame', slow)  # forked workers inherit it
     with pytest.raises(EvaluationError, match=r'scene 10[01] frame [01]: no result after 1 s'):
         evaluate_dump(root, dump, 'realsense', [100, 101], nproc=2, frame_timeout=1.0,
                       progress=False)
@@ -202,7 +202,7 @@ def test_split_scene_equals_serial_and_resumes(scene, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError('evaluated again')
-    monkeypatch.setattr(graspnet_eval, 'evaluate_scene', boom)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_scene', boom)
     again = evaluate_dump(root, dump, 'realsense', [100], nproc=2, results_dir=res,
                           progress=False)[100]
     np.testing.assert_array_equal(again, serial)

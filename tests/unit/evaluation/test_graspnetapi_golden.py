@@ -25,7 +25,7 @@ import pytest
 
 from mmgrasp.evaluation import scene_models
 from mmgrasp.evaluation.functional import evaluate_frame
-from mmgrasp.evaluation.graspnet_eval import SceneInputs
+from mmgrasp.evaluation.graspnet_dump_eval import SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.evaluation.functional import evaluate_frame
-from mmgrasp.evaluation.graspnet_eval import SIZE_PROTOCOLS, SceneInputs
+from mmgrasp.evaluation.graspnet_dump_eval import SIZE_PROTOCOLS, SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))

@@ -32,7 +32,7 @@ from mmgrasp.geometry import transform_points
 
 from .coverage import describe_frames
 from .functional import EVAL_FRICTION_COEFFICIENTS, evaluate_frame
-from .graspnet_eval import EvaluationError, load_dump
+from .graspnet_dump_eval import EvaluationError, load_dump
 from .scene_models import cached_model_points, cached_sdf
 
 EVALUATOR_VERSION = 'mmgrasp-graspclutter6d-1 (graspclutter6dAPI 0.0.3 eval_scene rules)'

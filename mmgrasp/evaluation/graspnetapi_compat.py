@@ -32,7 +32,7 @@ from mmgrasp.storage.source import CAMERAS
 
 from .cli import present_scenes
 from .coverage import check_coverage, coverage
-from .graspnet_eval import Protocol, evaluate_dump, evaluate_scene, scene_frames
+from .graspnet_dump_eval import Protocol, evaluate_dump, evaluate_scene, scene_frames
 
 #: The splits graspnetAPI's GraspNet accepts (its constructor asserts one of them).
 SPLITS = ('all', 'train', 'test', 'test_seen', 'test_similar', 'test_novel', 'custom')
