@@ -104,7 +104,7 @@ def test_model_points_equal_graspnetapi(dataset_root, golden_set):
     assert expected
     differ = []
     for obj_id, want in sorted(expected.items()):
-        got = scene_models._model_points(os.path.join(root, 'models', f'{obj_id:03d}',
+        got = scene_models.cached_model_points(os.path.join(root, 'models', f'{obj_id:03d}',
                                                       'nontextured.ply'))
         if got.shape != want.shape or not np.array_equal(got[np.lexsort(got.T)],
                                                          want[np.lexsort(want.T)]):

@@ -104,13 +104,13 @@ def test_a_model_rewritten_under_the_same_path_is_parsed_again(tmp_path):
     first, second = np.zeros((1, 3), np.float32), np.full((1, 3), 0.5, np.float32)
     _write_points(ply, first)
     write_dexnet_sdf(str(sdf), np.arange(8.).reshape(2, 2, 2) * 1e-3 - 3.5e-3, np.zeros(3), 0.01)
-    assert np.array_equal(scene_models._model_points(str(ply)), first)
-    assert float(scene_models._sdf(str(sdf)).data.max()) == pytest.approx(3.5e-3)
+    assert np.array_equal(scene_models.cached_model_points(str(ply)), first)
+    assert float(scene_models.cached_sdf(str(sdf)).data.max()) == pytest.approx(3.5e-3)
     size = (ply.stat().st_size, sdf.stat().st_size)
     _write_points(ply, second)
     write_dexnet_sdf(str(sdf), np.arange(8.).reshape(2, 2, 2) * 2e-3 - 7e-3, np.zeros(3), 0.01)
     for path in (ply, sdf):  # a later modification time, whatever the clock's granularity
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10 ** 9))
     assert (ply.stat().st_size, sdf.stat().st_size) == size  # same size: only mtime tells
-    assert np.array_equal(scene_models._model_points(str(ply)), second)
-    assert float(scene_models._sdf(str(sdf)).data.max()) == pytest.approx(7e-3)
+    assert np.array_equal(scene_models.cached_model_points(str(ply)), second)
+    assert float(scene_models.cached_sdf(str(sdf)).data.max()) == pytest.approx(7e-3)
