@@ -47,7 +47,8 @@ def hash_coords(coords: Tensor) -> Tensor:
 def unhash_coords(keys: Tensor) -> Tensor:
     """(N,) int64 keys -> (N, 4) int64 coordinates; the inverse of :func:`hash_coords`."""
     axes = [keys >> (3 * KEY_BITS)]
-    axes += [((keys >> (KEY_BITS * (3 - axis))) & _FIELD_MASK) - _FIELD_OFFSET for axis in range(1, 4)]
+    axes += [((keys >> (KEY_BITS * (3 - axis))) & _FIELD_MASK) - _FIELD_OFFSET
+             for axis in range(1, 4)]
     return torch.stack(axes, dim=1)
 
 

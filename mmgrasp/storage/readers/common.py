@@ -246,7 +246,8 @@ def pop_map_copy_seconds() -> float:
     return seconds
 
 
-def request_file_rows(readers: Sequence[GridLocation], owner: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def request_file_rows(readers: Sequence[GridLocation], owner: np.ndarray, rows: np.ndarray
+                      ) -> np.ndarray:
     """File row of every request: ``readers[owner[k]].rows[rows[k]]``."""
     counts = np.array([r.num_points for r in readers], dtype=np.int64)
     if len(owner) and (owner.min() < 0 or owner.max() >= len(readers)):

@@ -108,3 +108,14 @@ def test_auto_without_triton_on_cuda_warns_once_why(monkeypatch):
         assert point_ops._kernels_for(cuda_tensor) is None  # once
     with numerics.point_ops_backend('triton'), pytest.raises(ImportError, match='triton'):
         point_ops._kernels_for(cuda_tensor)
+
+
+def test_auto_is_explained_only_where_it_applies(monkeypatch):
+    """The spconv backend has no conv algorithm: its U-Net logs conv_algorithm='auto' bare."""
+    lines = []
+    monkeypatch.setattr(numerics, 'print_log', lambda msg, **kw: lines.append(msg))
+    numerics.log_choices('SparseUNet14', auto_applies=False, backend='spconv',
+                         conv_algorithm='auto')
+    numerics.log_choices('GSNet', point_ops='triton')
+    assert lines == ["SparseUNet14: backend='spconv', conv_algorithm='auto'",
+                     "GSNet: point_ops='triton'"]
