@@ -27,6 +27,6 @@ model = dict(
     # collision_thresh=0.01) on the whole masked cloud; collision_thresh=0 switches it off
     test_cfg=dict(collision_thresh=0.01, collision_voxel_size=0.01, approach_dist=0.05),
     # samplers and queries: 'auto' (Triton kernels on CUDA, torch references on the CPU),
-    # 'torch' or 'triton' (mmgrasp/ops/point_ops.py); hashed with the config
+    # 'torch' or 'triton' (mmgrasp/ops/numerics.py); hashed with the config
     point_ops='auto',
     data_preprocessor=dict(type='GraspDataPreprocessor'))

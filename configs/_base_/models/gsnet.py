@@ -11,7 +11,7 @@ model = dict(
     backbone=dict(type='SparseUNet14', in_channels=3, out_channels=512, voxel_size=0.005,
                   channels=(32, 64, 128, 256, 192, 192, 192, 192),
                   # the torch backend's convolution: 'auto' (chunked_im2col on CUDA, pairs on
-                  # the CPU), 'chunked_im2col' or 'pairs' (mmgrasp/ops/sparse_conv.py)
+                  # the CPU), 'chunked_im2col' or 'pairs' (mmgrasp/ops/numerics.py)
                   conv_algorithm='auto'),
     crop=dict(channels=(256, 256), radius=0.05, hmin=-0.02, hmax=0.04, nsample=16),
     assigner=dict(type='NearestLabelAssigner', num_views=300, all_view_widths=False,
@@ -23,6 +23,6 @@ model = dict(
     # collision_thresh=0.01) on the whole masked cloud; collision_thresh=0 switches it off
     test_cfg=dict(collision_thresh=0.01, collision_voxel_size=0.01, approach_dist=0.05),
     # samplers and queries: 'auto' (Triton kernels on CUDA, torch references on the CPU),
-    # 'torch' or 'triton' (mmgrasp/ops/point_ops.py); hashed with the config
+    # 'torch' or 'triton' (mmgrasp/ops/numerics.py); hashed with the config
     point_ops='auto',
     data_preprocessor=dict(type='GraspDataPreprocessor'))
