@@ -1,5 +1,10 @@
-"""FineGraspUNet (FineGrasp's MinkUNet): the reference's layout, the first-point voxel rule
-against a numpy de-duplication, and every option's effect."""
+"""FineGraspUNet (FineGrasp's MinkUNet): parameter for parameter against the reference's state
+dict (tests/data/reference_state_dicts/finegrasp.json, listed from the instantiated reference
+model), the first-point voxel rule against a numpy de-duplication, and every option's effect."""
+import json
+import math
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +13,8 @@ from _sparse_inputs import table_and_hemisphere
 from mmgrasp.models.backbones import FineGraspUNet, SparseUNet14
 from mmgrasp.registry import MODELS
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+TABLE = os.path.join(REPO, 'tests', 'data', 'reference_state_dicts', 'finegrasp.json')
 SMALL = dict(channels=(8, 16, 16, 16, 16, 8, 8, 8), out_channels=12, stem_channels=8)
 
 
@@ -26,6 +33,47 @@ def _first_points(points: np.ndarray, voxel_size: float) -> tuple:
     for i, cell in enumerate(map(tuple, cells)):
         first[i] = first_of.setdefault(cell, i)
     return np.array(sorted(first_of.values())), first
+
+
+def _reference_name(key: str, shape: tuple) -> tuple:
+    """mmgrasp backbone key and shape -> the reference's (minkunet.py's module names; ME's
+    ``kernel`` (k³, in, out), (in, out) for a stride-1 1³ conv; ``bias`` (1, out);
+    MinkowskiBatchNorm's ``.bn``), written here from the reference, not from the converter."""
+    modules = {'stem.0': 'conv0p1s1', 'stem.1': 'bn0', 'head': 'final'}
+    for i in range(4):
+        modules.update({f'down.{i}.0': f'conv{i + 1}p{2 ** i}s2', f'down.{i}.1': f'bn{i + 1}',
+                        f'down.{i}.3': f'block{i + 1}',
+                        f'up_convs.{i}': f'convtr{i + 4}p{2 ** (4 - i)}s2',
+                        f'up_norms.{i}.0': f'bntr{i + 4}', f'up_blocks.{i}': f'block{i + 5}'})
+    module, tail = key.rsplit('.', 1)
+    prefix = max((m for m in modules if module == m or module.startswith(m + '.')), key=len)
+    name = modules[prefix] + module[len(prefix):]
+    if len(shape) == 3:  # a sparse conv weight
+        return f'{name}.kernel', shape[1:] if shape[0] == 1 else shape
+    if name == 'final' and tail == 'bias':
+        return 'final.bias', (1,) + shape
+    return f'{name}.bn.{tail}', shape
+
+
+def test_parameters_equal_the_reference_backbone():
+    """Every reference backbone tensor under the reference's name with its shape
+    and dtype: 194 tensors, 14 658 816 parameters (of the whole model's 388 and 19 145 441)."""
+    table = json.load(open(TABLE))
+    shapes = table['state_dict']
+    stats = ('running_mean', 'running_var', 'num_batches_tracked')
+    assert (table['tensors'], table['parameters']) == (len(shapes), sum(
+        math.prod(s) for k, s in shapes.items() if not k.endswith(stats))) == (388, 19145441)
+    reference = {k[len('backbone.'):]: tuple(s) for k, s in shapes.items()
+                 if k.startswith('backbone.')}
+    net = FineGraspUNet()
+    ours = dict(_reference_name(k, tuple(v.shape)) for k, v in net.state_dict().items())
+    assert len(ours) == len(net.state_dict()) and ours == reference  # (up-path order differs)
+    dtypes = {_reference_name(k, tuple(v.shape))[0]: str(v.dtype).replace('torch.', '')
+              for k, v in net.state_dict().items()}
+    assert dtypes == {k[len('backbone.'):]: v for k, v in table['dtypes'].items()
+                      if k.startswith('backbone.')}
+    params = sum(math.prod(s) for k, s in reference.items() if not k.endswith(stats))
+    assert sum(p.numel() for p in net.parameters()) == params == 14658816
 
 
 def test_defaults_are_the_reference_minkunet():
