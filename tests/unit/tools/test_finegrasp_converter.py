@@ -27,6 +27,7 @@ from mmgrasp.models.layers.sparse_conv import (SparseConv3d, SparseConvTranspose
                                                kernel_offsets, voxelize)
 from mmgrasp.registry import MODELS
 from mmgrasp.utils import register_all_modules
+from test_model_converters import _gsnet_key
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TABLE = os.path.join(REPO, 'tests', 'data', 'reference_state_dicts', 'finegrasp.json')
@@ -278,8 +279,89 @@ def test_pickles_and_missing_files_are_refused_unread(tmp_path):
     assert not (tmp_path / 'out.pth').exists()
 
 
-@pytest.mark.skipif('FineGrasp' not in MODELS.module_dict or not os.path.exists(MODEL_CONFIG),
-                    reason='needs the FineGrasp detector and configs/_base_/models/finegrasp.py')
+# ---- the whole model (with the FineGrasp detector of the head's branch) ----
+
+NEEDS_MODEL = pytest.mark.skipif(
+    'FineGrasp' not in MODELS.module_dict or not os.path.exists(MODEL_CONFIG),
+    reason='needs the FineGrasp detector and configs/_base_/models/finegrasp.py')
+_ATTENTION = {'query': 'msa.linears.0', 'key': 'msa.linears.1', 'value': 'msa.linears.2',
+              'out': 'msa.linears.3', 'norm': 'norm1'}
+
+
+def to_reference(state: dict) -> dict:
+    """mmgrasp FineGrasp state dict -> the reference's names and layouts, written here from
+    finegrasp.py / head.py (the backbone and graspable head through test_model_converters'
+    GSNet inverse, which places ME kernel offsets one by one), not from the converter."""
+    out = {}
+    for key, value in state.items():
+        module, tail = key.rsplit('.', 1)
+        parts = module.split('.')
+        if parts[0] in ('backbone', 'graspable_head'):
+            ref_key, value = _gsnet_key(key, value)
+        elif parts[0] == 'approach_head':
+            ref_key = f'view.{parts[1]}.{tail}'
+        elif parts[:2] == ['crop', 'groups'] and parts[3] in ('mlp', 'mlp2'):
+            i = int(parts[4])
+            ref_key = (f'cy_groups.{parts[2]}.{"mlps" if parts[3] == "mlp" else "mlps2"}.'
+                       f'layer{i // 3}.{"conv" if i % 3 == 0 else "bn.bn"}.{tail}')
+        elif parts[:2] == ['crop', 'groups'] and parts[3] == 'attention':
+            ref_key = (f'cy_groups.{parts[2]}.local_interaction_module.{_ATTENTION[parts[4]]}.'
+                       f'{tail}')
+        elif parts[:2] == ['crop', 'fusion']:
+            inner = '.'.join(parts[2:])
+            ref_key = (f'fuse_multi_scale.{"attn" if inner == "attn" else "transformer." + inner}'
+                       f'.{tail}')
+        elif parts[:2] == ['grasp_head', 'attention']:
+            ref_key = f'grasp_head.global_interaction_module.{_ATTENTION[parts[2]]}.{tail}'
+        elif parts[:2] == ['grasp_head', 'embeddings']:
+            ref_key = f'grasp_head.conv_{parts[2]}_feature.{tail}'
+        elif parts[:2] == ['grasp_head', 'outputs']:
+            ref_key = f'grasp_head.conv_{parts[2]}.{tail}'
+        else:
+            raise AssertionError(f'test inverse does not know {key}')
+        out[ref_key] = value.clone()
+    return out
+
+
+def shipped_model(seed: int, **overrides):
+    from mmengine.config import Config
+
+    from mmgrasp.registry import build_in_scope
+    cfg = Config.fromfile(MODEL_CONFIG)
+    cfg.merge_from_dict(dict(model=overrides))
+    torch.manual_seed(seed)
+    model = build_in_scope(MODELS, cfg.model)
+    for name, buf in model.named_buffers():  # non-trivial BN statistics
+        if name.endswith('running_mean'):
+            buf.normal_(0, 0.1)
+        elif name.endswith('running_var'):
+            buf.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+@NEEDS_MODEL
+def test_round_trip_through_the_reference_layout_predicts_the_same():
+    """The shipped model written into the reference layout is exactly the table; converted
+    back into a differently initialised model it predicts the same grasps."""
+    native = shipped_model(0, num_seeds=64, test_cfg=dict(collision_thresh=0.0))
+    reference = to_reference(native.state_dict())
+    assert {k: list(v.shape) for k, v in reference.items()} == table()['state_dict']
+    converted = shipped_model(1, num_seeds=64, test_cfg=dict(collision_thresh=0.0))
+    target = {k: v.shape for k, v in converted.state_dict().items()}
+    converted.load_state_dict(converter.convert_state_dict('finegrasp', reference, target),
+                              strict=True)
+    gen = torch.Generator().manual_seed(0)
+    points = (torch.rand(1, 600, 3, generator=gen) * torch.tensor([0.2, 0.2, 0.08])
+              + torch.tensor([-0.1, -0.1, 0.4]))
+    normals = torch.randn(1, 600, 3, generator=gen)
+    inputs = {'points': points, 'normals': normals / normals.norm(dim=-1, keepdim=True)}
+    with torch.no_grad():
+        ours = converted.predict(inputs, None)[0].pred_grasps
+        expected = native.predict(inputs, None)[0].pred_grasps
+    assert len(expected) and torch.equal(ours, expected)
+
+
+@NEEDS_MODEL
 def test_published_layout_converts_to_the_model_strictly(tmp_path, capsys):
     from mmengine.config import Config
     from mmengine.runner import load_checkpoint
@@ -301,5 +383,6 @@ def test_published_layout_converts_to_the_model_strictly(tmp_path, capsys):
                        reference['cy_groups.3.mlps2.layer1.bn.bn.running_var'])
     assert torch.equal(state['crop.groups.2.attention.value.weight'],
                        reference['cy_groups.2.local_interaction_module.msa.linears.2.weight'])
-    assert torch.equal(state['grasp_head.outputs.score.bias'], reference['grasp_head.conv_score.bias'])
+    assert torch.equal(state['grasp_head.outputs.score.bias'],
+                       reference['grasp_head.conv_score.bias'])
     assert torch.equal(state['backbone.head.bias'], reference['backbone.final.bias'][0])
