@@ -33,7 +33,7 @@ import tempfile
 from typing import Dict
 
 SHIM: Dict[str, str] = {
-    'MinkowskiEngine/__init__.py': '''"""MinkowskiEngine shim: the modules FineGrasp's MinkUNet builds,
+    'MinkowskiEngine/__init__.py': '''"""MinkowskiEngine shim: the modules of FineGrasp's MinkUNet,
 with ME's parameters (names, shapes, dtypes, registration order) and no forward, from
 MinkowskiConvolution.py (MinkowskiConvolutionBase.__init__: ``kernel`` (kernel_volume, in, out),
 or (in, out) when kernel_volume == 1 and every stride is 1, ``bias`` (1, out)),
