@@ -133,8 +133,9 @@ def test_the_inferencer_gives_the_datasets_normals(small_gsnet_files, synthetic_
         f.write(f"""
 _base_ = ['{base}']
 test_dataloader = dict(dataset=dict(pipeline=[
-    dict(type='LoadGraspScene', num_points=1200, with_normals=True),
-    dict(type='PackGraspInputs', keys=('points', 'normals'))]))
+    dict(type='LoadGraspScene', num_points=1200, with_normals=True, with_masked_cloud=True),
+    dict(type='PackGraspInputs', keys=('points', 'normals'),
+         meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
 """)
     inferencer = GraspInferencer(config, checkpoint)
     assert inferencer.pipeline[0].with_normals
@@ -154,3 +155,19 @@ test_dataloader = dict(dataset=dict(pipeline=[
                                  (scene, 'realsense', frame))['inputs']
         torch.testing.assert_close(got['points'], expected['points'], rtol=0, atol=0)
         torch.testing.assert_close(got['normals'], expected['normals'], rtol=0, atol=0)
+    # and the model gets them (demo/grasp_demo.py predicts through this call)
+    seen = []
+    predict = inferencer.model.predict
+
+    def spy(inputs, data_samples=None):
+        seen.append(inputs['normals'])
+        return predict(inputs, data_samples)
+
+    inferencer.model.predict = spy
+    meta = reader.load_meta(scene, frame)
+    inferencer(reader.load_depth(scene, frame), meta.intrinsics, meta.factor_depth,
+               segmentation=reader.load_segmentation(scene, frame),
+               camera_to_table=reader.trajectory(scene).camera_to_table(frame),
+               frame_id=(scene, 'realsense', frame))
+    assert len(seen) == 1 and seen[0].shape == (1, 1200, 3)
+    torch.testing.assert_close(seen[0][0], expected['normals'], rtol=0, atol=0)
