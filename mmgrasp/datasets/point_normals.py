@@ -22,8 +22,8 @@ The rule:
   (so (0, 0, −1) in front of the camera); collinear neighbours have no defined normal and give
   a unit vector orthogonal to their line (the eigen-solver's choice).
 - **Orientation.** open3d leaves the sign to its eigen-solver; here every normal faces the
-  camera, n · (−p) ≥ 0 (open3d's ``orient_normals_towards_camera_location()`` at the origin), so
-  the sign is a property of the surface and of no solver. Unit length, float32.
+  camera, n · (−p) ≥ 0 (open3d's ``orient_normals_towards_camera_location()`` at the
+  origin), so the sign is a property of the surface and of no solver. Unit length, float32.
 """
 import numpy as np
 from scipy.spatial import cKDTree
