@@ -2,13 +2,20 @@
 """Convert a checkpoint of a reference implementation into an mmgrasp checkpoint.
 
     python tools/model_converters/reference_to_mmgrasp.py \
-        {economicgrasp,graspnet_baseline,gsnet,scale_balanced} SRC DST [--config CONFIG]
+        {economicgrasp,finegrasp,graspnet_baseline,gsnet,scale_balanced} SRC DST \
+        [--config CONFIG]
 
 SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
 GSNet, Scale-Balanced-Grasp, iSEE-Laboratory/EconomicGrasp): a ``torch.save`` dict whose
-``model_state_dict`` holds the weights.
+``model_state_dict`` holds the weights, read with ``weights_only=True``.
 Weights saved from an ``nn.DataParallel`` / DDP wrapper (every key starting ``module.``) are
 read with the prefix stripped (said on the command line and kept in DST's meta).
+
+For ``finegrasp`` SRC is the published ``model.safetensors`` (hub repo
+``HorizonRobotics/FineGrasp``, ``finegrasp_pipeline/model.safetensors``; download it yourself,
+nothing is fetched here) or the folder holding it: the model's state-dict names with no prefix
+(tests/data/reference_state_dicts/finegrasp.json), read with ``safetensors`` only. A pickled or
+``torch.save`` file given as SRC is refused unread.
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
 strict=True)`` accepts for the model of CONFIG (default: the method's shipped
 ``configs/<method>_deferred.py``).
@@ -17,9 +24,11 @@ What changes besides the names:
 
 - graspnet-baseline's and SBG's feature-propagation MLPs are ``Conv2d`` (weights end in 1, 1);
   mmgrasp's are ``Conv1d``: the last dimension is dropped.
-- MinkowskiEngine (GSNet; EconomicGrasp, whose backbone is the same) stores a kernel as
+- MinkowskiEngine (GSNet; EconomicGrasp and FineGrasp, whose backbones have the same layers)
+  stores a kernel as
   (k³, C_in, C_out) with offset i of the k×k×k kernel at x = i % k, y = (i // k) % k,
-  z = i // k² (x fastest, ME ``kernel_region.hpp``); mmgrasp's ``kernel_offsets`` runs z
+  z = i // k² (x fastest, ME ``kernel_region.hpp`` ``coordinate_at``; 0..k-1 for even k,
+  centred for odd k); mmgrasp's ``kernel_offsets`` runs z
   fastest, so every kernel larger than 1 is permuted. A 1×1×1 kernel is stored (C_in, C_out)
   and a bias (1, C). The result serves both backends of
   the sparse U-Net: ``backend='spconv'`` permutes each weight to spconv's (C_out, k, k, k,
@@ -37,7 +46,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-METHODS = ('economicgrasp', 'graspnet_baseline', 'gsnet', 'scale_balanced')
+METHODS = ('economicgrasp', 'finegrasp', 'graspnet_baseline', 'gsnet', 'scale_balanced')
+#: Methods whose published weights are safetensors files (the others: torch.save dicts).
+SAFETENSORS_METHODS = ('finegrasp',)
+SAFETENSORS_NAME = 'model.safetensors'  # the file name in a hub snapshot folder
 DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
@@ -189,6 +201,46 @@ RULES['economicgrasp'] = [rule for rule in RULES['gsnet']
      lambda m: f'grasp_head.outputs.{m["token"]}.{m["tail"]}', _copy),
 ]
 
+# FineGrasp: GSNet's backbone names (its MinkUNet is MinkUNet14D layer for layer, on 6 input
+# channels) and graspable head; the rest table-driven, reference module -> mmgrasp module, the
+# tensor name after it kept (all plain PyTorch layers: nothing to transpose). ``{g}`` is the
+# cylinder group, ``{i}`` a transformer layer, ``{token}`` angle/depth/width/score.
+_FINEGRASP_HEAD: List[Tuple[str, str]] = [
+    (r'view\.(?P<conv>conv[12])', 'approach_head.{conv}'),
+    (r'cy_groups\.(?P<g>\d+)\.mlps\.layer(?P<layer>\d+)\.(?P<part>conv|bn\.bn)',
+     'crop.groups.{g}.mlp.{index}'),
+    (r'cy_groups\.(?P<g>\d+)\.mlps2\.layer(?P<layer>\d+)\.(?P<part>conv|bn\.bn)',
+     'crop.groups.{g}.mlp2.{index}'),
+    (r'cy_groups\.(?P<g>\d+)\.local_interaction_module\.(?P<attention>msa\.linears\.[0-3]|norm1)',
+     'crop.groups.{g}.attention.{attention}'),
+    (r'fuse_multi_scale\.transformer\.layers\.(?P<i>\d+)\.(?P<rest>self_attn(\.out_proj)?|'
+     r'linear[12]|norm[12])', 'crop.fusion.layers.{i}.{rest}'),
+    (r'fuse_multi_scale\.attn', 'crop.fusion.attn'),
+    (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}_feature', 'grasp_head.embeddings.{token}'),
+    (r'grasp_head\.global_interaction_module\.(?P<attention>msa\.linears\.[0-3]|norm1)',
+     'grasp_head.attention.{attention}'),
+    (rf'grasp_head\.conv_{_ECONOMIC_TOKENS}', 'grasp_head.outputs.{token}'),
+]
+_FINEGRASP_TAIL = r'(?P<tail>weight|bias|running_mean|running_var|num_batches_tracked|' \
+                  r'in_proj_weight|in_proj_bias)'
+
+
+def _finegrasp_name(template: str) -> Callable[[re.Match], str]:
+    def name(m: re.Match) -> str:
+        fields = {k: v for k, v in m.groupdict().items() if v is not None}
+        if 'layer' in fields:  # SharedMLP layerN.conv / layerN.bn.bn -> Sequential 3N / 3N + 1
+            fields['index'] = 3 * int(fields['layer']) + (fields['part'] != 'conv')
+        if 'attention' in fields:
+            fields['attention'] = _ECONOMIC_ATTENTION[fields['attention']]
+        return f'{template.format(**fields)}.{m["tail"]}'
+    return name
+
+
+RULES['finegrasp'] = [rule for rule in RULES['gsnet']
+                      if rule[0].startswith(('backbone', 'graspable'))] + [
+    (rf'{pattern}\.{_FINEGRASP_TAIL}', _finegrasp_name(template), _copy)
+    for pattern, template in _FINEGRASP_HEAD]
+
 
 def _rename(method: str, key: str):
     for pattern, name, transform in RULES[method]:
@@ -245,6 +297,36 @@ def convert_state_dict(method: str, reference: Dict[str, torch.Tensor],
     return {k: converted[k] for k in target}
 
 
+_PICKLE_MAGIC = (b'PK\x03\x04', b'\x80')  # torch.save's zip archive, a bare pickle
+
+
+def load_safetensors(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """The tensors of a safetensors file (or of ``model.safetensors`` in the folder ``path``)
+    and its header metadata. Nothing but ``safetensors`` parses the file: a pickle is refused
+    before anything reads it, and nothing is downloaded."""
+    if os.path.isdir(path):
+        path = os.path.join(path, SAFETENSORS_NAME)
+    if not os.path.isfile(path):
+        raise ConversionError(
+            f'{path}: no such file. Give the path of the downloaded {SAFETENSORS_NAME} (hub repo '
+            f'HorizonRobotics/FineGrasp, finegrasp_pipeline/{SAFETENSORS_NAME}) or of its '
+            f'folder; the converter downloads nothing')
+    with open(path, 'rb') as f:
+        head = f.read(8)
+    if head.startswith(_PICKLE_MAGIC):
+        raise ConversionError(f'{path}: a torch.save / pickle file, not safetensors; refused '
+                              f'unread (a pickle can run code). Use the published '
+                              f'{SAFETENSORS_NAME}')
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(path, framework='pt', device='cpu') as f:
+            metadata = f.metadata() or {}
+            state = {key: f.get_tensor(key) for key in f.keys()}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ConversionError(f'{path}: not a safetensors file ({type(err).__name__}: {err})')
+    return state, {'format': 'safetensors', 'safetensors_metadata': dict(metadata)}
+
+
 def load_reference(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
     """The ``model_state_dict`` of a reference checkpoint and its other entries' summary."""
     try:
@@ -287,7 +369,7 @@ def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
     """Convert SRC into DST (written under a temporary name, then renamed); returns the number
     of tensors and what DST's meta says of SRC."""
     config = config or os.path.join(REPO, 'configs', f'{method}_deferred.py')
-    reference, info = load_reference(src)
+    reference, info = (load_safetensors if method in SAFETENSORS_METHODS else load_reference)(src)
     try:
         state = convert_state_dict(method, reference, model_shapes(config))
     except ConversionError as err:
@@ -303,7 +385,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('method', choices=METHODS)
-    parser.add_argument('src', help='reference checkpoint (dict with model_state_dict)')
+    parser.add_argument('src', help='reference checkpoint (dict with model_state_dict; for '
+                                    'finegrasp model.safetensors or its folder)')
     parser.add_argument('dst', help='mmgrasp checkpoint to write')
     parser.add_argument('--config', help='mmgrasp config of the model (default: '
                                          'configs/<method>_deferred.py)')
