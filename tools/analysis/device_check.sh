@@ -24,9 +24,9 @@
 #      the smoke run) on the demo dataset: kernel launches and host syncs per part on the CUDA
 #      path and the torch reference, and on a GPU the profiler's real CUDA kernel count and
 #      per-part times (the step fails where that count exceeds the prediction by more than
-#      20 %: benchmark_dispatch.kernel_excess); on a GPU with spconv's CUDA wheel, GSNet's CUDA path once more with
-#      model.backbone.backend=spconv (spconv's kernels are no aten:: ops: only the CUDA
-#      kernel column counts them).
+#      20 %: mmgrasp.analysis.dispatch_count.kernel_excess); on a GPU with spconv's CUDA
+#      wheel, GSNet's CUDA path once more with model.backbone.backend=spconv (spconv's
+#      kernels are no aten:: ops: only the CUDA kernel column counts them).
 #
 # Without CUDA (or with --cpu-smoke, or MMGRASP_DEVICE_CHECK=cpu-smoke) the same steps run at
 # small sizes and the CUDA tests are expected to skip: tests/integration/test_device_check.py
@@ -267,8 +267,7 @@ for config in "${DISPATCH[@]}"; do
     run=$?
     "$PY" - "$WORK/dispatch_$config.json" "$config" "$run" >> "$RESULTS" <<'EOF' || { dispatch_status=1; fenced "$WORK/dispatch_$config.log" 30; }
 import json, sys
-sys.path.insert(0, 'tools/analysis')
-from benchmark_dispatch import kernel_excess
+from mmgrasp.analysis.dispatch_count import kernel_excess
 path, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if run != 0:
     sys.exit(1)
