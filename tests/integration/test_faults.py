@@ -91,6 +91,7 @@ _READ_ONLY = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
     root = str(tmp_path / 'graspnet')
     shutil.copytree(synthetic_root, root)

@@ -72,6 +72,7 @@ def _fingerprints(root, golden_set):
     return module.evaluation_inputs_digest(root, golden['camera'], golden['scene_ids'])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('golden_set', SETS)
 def test_dataset_matches_the_golden_one(dataset_root, golden_set):
     """The writer still writes what graspnetAPI read (else the goldens must be regenerated)."""
