@@ -92,6 +92,7 @@ def test_write_workspace_mask_names_bad_input(synthetic_root, tmp_path):
     assert not os.listdir(tmp_path)  # nothing half-written
 
 
+@pytest.mark.slow
 def test_grasp_demo_applies_the_datasets_workspace_to_a_frame(synthetic_root, small_gsnet_files,
                                                               tmp_path):
     config, checkpoint = small_gsnet_files

@@ -28,6 +28,8 @@ from mmgrasp.evaluation.functional import evaluate_frame
 from mmgrasp.evaluation.graspnet_eval import SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
 
+pytestmark = pytest.mark.slow  # rebuilds the golden datasets (make_synthetic.py)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 GOLDEN_ROOT = os.path.join(REPO, 'tests', 'data', 'eval_golden')
 SETS = {'box_realsense': GOLDEN_ROOT,
@@ -72,7 +74,6 @@ def _fingerprints(root, golden_set):
     return module.evaluation_inputs_digest(root, golden['camera'], golden['scene_ids'])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize('golden_set', SETS)
 def test_dataset_matches_the_golden_one(dataset_root, golden_set):
     """The writer still writes what graspnetAPI read (else the goldens must be regenerated)."""
