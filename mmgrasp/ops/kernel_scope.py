@@ -1,6 +1,6 @@
 """Regions that the CUDA path runs as a known number of kernel launches.
 
-The launch counter (``tools/analysis/benchmark_dispatch.py``) counts the ``aten::`` ops that
+The launch counter (:mod:`mmgrasp.analysis.dispatch_count`) counts the ``aten::`` ops that
 ``torch.profiler`` records. A Triton or spconv kernel leaves no ``aten::`` op behind (under
 ``TRITON_INTERPRET=1`` it even runs in numpy), and the torch reference that stands in for it on
 the CPU records many. So the code that launches such a kernel wraps the launch in

@@ -3,8 +3,6 @@
 finite, every logged iteration, and the weights move."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -68,13 +66,10 @@ def logged_losses(work_dir: str) -> list:
             if key.startswith('loss')]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', sorted(SHRINK))
-def test_amp_training_is_finite_and_updates(synthetic_root, tmp_path, name):
-    work_dir = str(tmp_path / 'work')
-    out = subprocess.run([sys.executable, 'tools/train.py', amp_config(tmp_path, name,
-                                                                        synthetic_root),
-                          '--amp', '--work-dir', work_dir],
-                         cwd=REPO, capture_output=True, text=True, timeout=600)
+def test_amp_training_is_finite_and_updates(amp_runs, name):
+    out, work_dir = amp_runs(name)  # trained once a session (tests/integration/conftest.py)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     wrapper = 'AmpOptimWrapper' if torch.cuda.is_available() else 'CPUAmpOptimWrapper'
     assert f"type='{wrapper}'" in out.stdout + out.stderr

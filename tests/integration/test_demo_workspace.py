@@ -47,6 +47,7 @@ def write_mask(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, env=env)
 
 
+@pytest.mark.slow
 def test_write_workspace_mask_writes_the_loaders_mask(synthetic_root, small_gsnet_files,
                                                       tmp_path):
     out = str(tmp_path / 'ws.png')
@@ -80,6 +81,7 @@ def test_write_workspace_mask_writes_the_loaders_mask(synthetic_root, small_gsne
                                   cv2.imread(wide, cv2.IMREAD_UNCHANGED))
 
 
+@pytest.mark.slow
 def test_write_workspace_mask_names_bad_input(synthetic_root, tmp_path):
     out = str(tmp_path / 'ws.png')
     run = write_mask(synthetic_root, '--scene', '0', '--frame', '9', '--out', out)
@@ -90,6 +92,7 @@ def test_write_workspace_mask_names_bad_input(synthetic_root, tmp_path):
     assert not os.listdir(tmp_path)  # nothing half-written
 
 
+@pytest.mark.slow
 def test_grasp_demo_applies_the_datasets_workspace_to_a_frame(synthetic_root, small_gsnet_files,
                                                               tmp_path):
     config, checkpoint = small_gsnet_files

@@ -1,18 +1,24 @@
 """tools/analysis/device_check.sh in its CPU mode (--cpu-smoke): every step runs at small sizes,
-every CUDA test is collected and skips, and the results file holds each step's table."""
+every CUDA test is collected and skips, and the results file holds each step's table. The
+--amp trainings are the suite's own (the ``amp_runs`` fixture test_amp_training asserts on),
+reported by the script as it reports its own, not trained a second time."""
 import os
 import subprocess
 import sys
 
 import pytest
+from test_amp_training import SHRINK
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow
-def test_device_check_cpu_smoke_run(tmp_path):
+def test_device_check_cpu_smoke_run(tmp_path, amp_runs):
+    for name in SHRINK:
+        amp_runs(name)
     results = tmp_path / 'out' / 'device_check.md'
-    env = dict(os.environ, PYTHON=sys.executable, TMPDIR=str(tmp_path))
+    env = dict(os.environ, PYTHON=sys.executable, TMPDIR=str(tmp_path),
+               MMGRASP_DEVICE_CHECK_AMP_RUNS=amp_runs.folder)
     env.pop('MMGRASP_DEVICE_CHECK', None)
     out = subprocess.run(['bash', 'tools/analysis/device_check.sh', '--cpu-smoke', str(results)],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
@@ -33,6 +39,7 @@ def test_device_check_cpu_smoke_run(tmp_path):
            if line.startswith('| ') and 'demo |' in line]
     assert len(amp) == 3 and all('CPUAmpOptimWrapper' in r and r.endswith('| yes |')
                                  for r in amp)
+    assert 'not trained again' in text.split('## Demo trainings')[1].split('\n## ')[0]
     assert '| iteration (ms) |' in text and '|   backbone (ms) |' in text
     dispatch = [line for line in text.split('## benchmark_dispatch.py')[1].splitlines()
                 if line.startswith('| gsnet_demo |')]

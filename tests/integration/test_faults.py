@@ -91,6 +91,7 @@ _READ_ONLY = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
     root = str(tmp_path / 'graspnet')
     shutil.copytree(synthetic_root, root)
@@ -112,6 +113,7 @@ def test_store_on_a_read_only_file_system(synthetic_root, tmp_path):
     assert 'Read-only file system' in out.stdout and 'MMGRASP_CACHE' in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('scheme', ['http', 's3'])
 def test_a_training_whose_label_server_dies_stops_within_the_bound(scheme, synthetic_root,
                                                                    tmp_path, make_dataset,

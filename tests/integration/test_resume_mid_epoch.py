@@ -260,6 +260,7 @@ def test_train_tool_arguments(config_file, monkeypatch):
         assert ddp.env_cfg.dist_cfg.backend == 'gloo'
 
 
+@pytest.mark.slow
 def test_train_tool_trains_resumes_and_guards_the_config(config_file, tmp_path):
     first = train_tool(config_file, '--work-dir', str(tmp_path / 'a'))
     assert first.returncode == 0, first.stderr[-3000:]
@@ -298,6 +299,7 @@ def free_port() -> str:
         return str(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_resume_mid_epoch(config_file, tmp_path):
     """tools/dist_train.sh with 2 gloo processes: 3 samples per rank, 2 batches per epoch; the
     checkpoint at iteration 3 is one batch into epoch 1, and each rank skips its own batch."""

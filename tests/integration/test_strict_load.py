@@ -30,6 +30,7 @@ def initial_weights(config: str, path: str) -> dict:
     return state
 
 
+@pytest.mark.slow
 def test_test_tool_refuses_the_gsnet_demo_checkpoint_for_graspnet_baseline(synthetic_root,
                                                                             tmp_path):
     checkpoint = str(tmp_path / 'gsnet_demo_init.pth')
@@ -69,6 +70,7 @@ def changed_checkpoint(small_gsnet_files, tmp_path):
     return path, state, (dropped, reshaped, 'extra_head.weight')
 
 
+@pytest.mark.slow
 def test_train_tool_load_from_is_strict_unless_the_config_says_partial(
         small_gsnet_files, changed_checkpoint, tmp_path):
     config, _ = small_gsnet_files

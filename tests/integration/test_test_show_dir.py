@@ -14,6 +14,7 @@ from mmgrasp.datasets.graspnet_reader import GraspNetReader
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_show_dir_draws_every_frame(small_gsnet_files, synthetic_root, tmp_path):
     config, checkpoint = small_gsnet_files
     show, dump = tmp_path / 'show', tmp_path / 'dump'

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,6 +23,7 @@ def _dump(config, checkpoint, tmp_path, name, *extra) -> dict:
             for p in glob.glob(os.path.join(out_dir, 'scene_*', '*', '*.npy'))}
 
 
+@pytest.mark.slow
 def test_stride_and_frame_runs_dump_the_full_runs_grasps(small_gsnet_files, tmp_path):
     config, checkpoint = small_gsnet_files
     full = _dump(config, checkpoint, tmp_path, 'full')

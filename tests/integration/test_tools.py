@@ -57,6 +57,7 @@ def _run(*args, timeout=600):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', sorted(SHRINK))
 def test_test_tool_dumps_well_formed_grasps(synthetic_root, tmp_path, name):
     config = _config(tmp_path, name, synthetic_root, 1200)
@@ -80,6 +81,7 @@ def test_test_tool_dumps_well_formed_grasps(synthetic_root, tmp_path, name):
         assert (grasps[:, 2] == np.float32(0.02)).all() and (grasps[:, 16] == -1).all()
 
 
+@pytest.mark.slow
 def test_read_benchmark_measures_label_matching(synthetic_root, tmp_path):
     """benchmark_deferred_read --assigner: the three paths of each recipe agree (it checks) and
     the matched cells copy fewer bytes out of the maps than whole rows."""
@@ -95,6 +97,7 @@ def test_read_benchmark_measures_label_matching(synthetic_root, tmp_path):
         assert 0 < paths['matched cells']['bytes'] < paths['whole rows']['bytes']
 
 
+@pytest.mark.slow
 def test_loader_benchmark_writes_every_figure(synthetic_root, tmp_path):
     config = _config(tmp_path, 'gsnet_demo.py', synthetic_root, 1000)
     report = str(tmp_path / 'bench.json')

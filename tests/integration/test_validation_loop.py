@@ -10,9 +10,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_demo_val_config_validates_every_epoch(synthetic_root, tmp_path):
     config = tmp_path / 'val_small.py'
     config.write_text(f"""

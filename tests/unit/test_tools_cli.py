@@ -28,6 +28,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_build_label_store_builds_then_reuses(tiny_root, tmp_path):
     cache = str(tmp_path / 'cache')
     store = store_path_for(tiny_root, cache)
@@ -50,6 +51,7 @@ def test_build_label_store_builds_then_reuses(tiny_root, tmp_path):
     assert 'built in' in forced.stdout
 
 
+@pytest.mark.slow
 def test_build_label_store_upload_publishes_a_readable_store(tiny_root, tmp_path):
     from mmgrasp.storage import open_remote_store
     cache, target = str(tmp_path / 'cache'), tmp_path / 'bucket'
@@ -71,6 +73,7 @@ def test_build_label_store_upload_publishes_a_readable_store(tiny_root, tmp_path
     assert 'Traceback' not in refused.stderr
 
 
+@pytest.mark.slow
 def test_build_label_store_missing_root_names_it(tmp_path):
     missing = str(tmp_path / 'no_such_root')
     result = _run(missing, '--cache', str(tmp_path / 'cache'))
@@ -79,6 +82,7 @@ def test_build_label_store_missing_root_names_it(tmp_path):
     assert 'Traceback' not in result.stderr
 
 
+@pytest.mark.slow
 def test_build_label_store_not_a_dataset_is_a_message(tmp_path):
     empty = tmp_path / 'empty'
     empty.mkdir()
@@ -108,6 +112,7 @@ def test_test_tool_settings_name_the_filters():
     assert settings['evaluator'].startswith('mmgrasp-graspnet-1')
 
 
+@pytest.mark.slow
 def test_build_label_store_uploads_to_s3_with_storage_options(tiny_root, tmp_path, s3_server,
                                                                monkeypatch):
     """``--storage-option endpoint=…`` reaches the client (the environment names no endpoint);

@@ -15,7 +15,9 @@
 #      allowed skip: the spconv tests, where spconv's CUDA wheel (spconv-cu12x, 70 MB: more
 #      than .whl/ can carry) is not installed; the results say so;
 #   3. a short training of each demo config with --amp (float16 AmpOptimWrapper on CUDA,
-#      bfloat16 CPUAmpOptimWrapper on the CPU): every logged loss finite;
+#      bfloat16 CPUAmpOptimWrapper on the CPU): every logged loss finite; in the smoke run,
+#      MMGRASP_DEVICE_CHECK_AMP_RUNS=DIR reports finished runs in DIR/<config>/ instead of
+#      training (the test suite passes its own test_amp_training runs);
 #   4. furthest-point sampling alone at paper size (B=4, 20 000 points, 1 024 samples);
 #   5. tools/analysis/benchmark_loader.py for GSNet, dense against deferred, on a synthetic
 #      paper-size dataset (real 300x12x4 grid, 1280x720, 2 000 label points per object)
@@ -24,9 +26,9 @@
 #      the smoke run) on the demo dataset: kernel launches and host syncs per part on the CUDA
 #      path and the torch reference, and on a GPU the profiler's real CUDA kernel count and
 #      per-part times (the step fails where that count exceeds the prediction by more than
-#      20 %: benchmark_dispatch.kernel_excess); on a GPU with spconv's CUDA wheel, GSNet's CUDA path once more with
-#      model.backbone.backend=spconv (spconv's kernels are no aten:: ops: only the CUDA
-#      kernel column counts them).
+#      20 %: mmgrasp.analysis.dispatch_count.kernel_excess); on a GPU with spconv's CUDA
+#      wheel, GSNet's CUDA path once more with model.backbone.backend=spconv (spconv's
+#      kernels are no aten:: ops: only the CUDA kernel column counts them).
 #
 # Without CUDA (or with --cpu-smoke, or MMGRASP_DEVICE_CHECK=cpu-smoke) the same steps run at
 # small sizes and the CUDA tests are expected to skip: tests/integration/test_device_check.py
@@ -160,17 +162,31 @@ section 'Demo trainings with --amp'
 echo '| config | wrapper | iterations logged | losses (first → last logged) | finite |' >> "$RESULTS"
 echo '|---|---|---|---|---|' >> "$RESULTS"
 amp_status=0
+AMP_RUNS=
+if [ -n "$SMOKE" ] && [ -n "${MMGRASP_DEVICE_CHECK_AMP_RUNS:-}" ]; then
+    AMP_RUNS=$MMGRASP_DEVICE_CHECK_AMP_RUNS  # the test suite's runs: not trained again here
+    echo "Runs reused from \`MMGRASP_DEVICE_CHECK_AMP_RUNS\` (the test suite's" \
+         'tests/integration/test_amp_training.py runs), not trained again:' >> "$RESULTS"
+    echo >> "$RESULTS"
+fi
 for config in gsnet_demo graspnet_baseline_demo scale_balanced_demo; do
-    options=(train_cfg.max_epochs=1 train_dataloader.dataset.data_root="$WORK/demo"
-             default_hooks.logger.interval=1 default_hooks.checkpoint.interval=100)
-    if [ -n "$SMOKE" ]; then
-        options+=(train_dataloader.num_workers=0 train_dataloader.persistent_workers=False
-                  train_dataloader.dataset.pipeline.0.num_points=$POINTS)
+    if [ -n "$AMP_RUNS" ]; then
+        work=$AMP_RUNS/$config
+        cat "$work"/*/*.log > "$WORK/amp_$config.log" 2>&1
+        run=$?
+    else
+        work=$WORK/amp_$config
+        options=(train_cfg.max_epochs=1 train_dataloader.dataset.data_root="$WORK/demo"
+                 default_hooks.logger.interval=1 default_hooks.checkpoint.interval=100)
+        if [ -n "$SMOKE" ]; then
+            options+=(train_dataloader.num_workers=0 train_dataloader.persistent_workers=False
+                      train_dataloader.dataset.pipeline.0.num_points=$POINTS)
+        fi
+        timeout 300 "$PY" tools/train.py "configs/$config.py" --amp --work-dir "$work" \
+            --cfg-options "${options[@]}" > "$WORK/amp_$config.log" 2>&1
+        run=$?
     fi
-    timeout 300 "$PY" tools/train.py "configs/$config.py" --amp --work-dir "$WORK/amp_$config" \
-        --cfg-options "${options[@]}" > "$WORK/amp_$config.log" 2>&1
-    run=$?
-    "$PY" - "$WORK/amp_$config" "$config" "$run" >> "$RESULTS" <<'EOF' || { amp_status=1; fenced "$WORK/amp_$config.log" 30; }
+    "$PY" - "$work" "$config" "$run" >> "$RESULTS" <<'EOF' || { amp_status=1; fenced "$WORK/amp_$config.log" 30; }
 import glob, json, math, re, sys
 work, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rows = [json.loads(line) for path in glob.glob(f'{work}/*/vis_data/scalars.json')
@@ -267,8 +283,7 @@ for config in "${DISPATCH[@]}"; do
     run=$?
     "$PY" - "$WORK/dispatch_$config.json" "$config" "$run" >> "$RESULTS" <<'EOF' || { dispatch_status=1; fenced "$WORK/dispatch_$config.log" 30; }
 import json, sys
-sys.path.insert(0, 'tools/analysis')
-from benchmark_dispatch import kernel_excess
+from mmgrasp.analysis.dispatch_count import kernel_excess
 path, config, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if run != 0:
     sys.exit(1)

@@ -37,7 +37,7 @@ from torch.utils._pytree import tree_leaves
 from mmgrasp.ops.kernel_scope import KERNEL_SCOPE_PREFIX
 from .part_timer import PART_PREFIX
 
-#: Range prefixes that name a part (the tools' stages too: ``benchmark_dispatch.py``).
+#: Range prefixes that name a part (the launch counter's stages too: ``dispatch_count.stage``).
 PART_PREFIXES = (PART_PREFIX, 'mmgrasp.stage::')
 _ENTER = torch.ops.profiler._record_function_enter_new.default
 _EXIT = torch.ops.profiler._record_function_exit._RecordFunction

@@ -8,7 +8,7 @@ import torch
 from torch.profiler import record_function
 
 #: Prefix of the profiler range each part opens (``mmgrasp.part::NAME``): the launch counter
-#: (``tools/analysis/benchmark_dispatch.py``) charges the ops recorded inside it to the part.
+#: (:mod:`mmgrasp.analysis.dispatch_count`) charges the ops recorded inside it to the part.
 PART_PREFIX = 'mmgrasp.part::'
 
 class PartTimer:

@@ -46,6 +46,7 @@ def test_inferencer_refuses_with_the_strict_message_and_the_method(gsnet_checkpo
     assert len(text) < 2500
 
 
+@pytest.mark.slow
 def test_demo_exits_with_the_message_not_a_traceback(gsnet_checkpoint, tmp_path):
     depth = np.full((40, 50), 600, np.uint16)
     import cv2

@@ -564,6 +564,7 @@ def test_refuses_existing_output(tmp_path):
         write_synthetic_dataset(str(tmp_path / 'bad'), objects=3, models=89, progress=False)
 
 
+@pytest.mark.slow
 def test_cli(tmp_path):
     out = str(tmp_path / 'cli')
     cmd = [sys.executable, os.path.join(REPO, 'tools', 'data', 'make_synthetic.py'), out,

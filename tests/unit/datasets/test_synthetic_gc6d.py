@@ -82,6 +82,7 @@ def test_bad_arguments(tmp_path, bad):
         write_graspclutter6d_dataset(tmp_path / 'x', **{**dict(progress=False), **bad})
 
 
+@pytest.mark.slow
 def test_make_synthetic_layout_flag(tmp_path):
     import subprocess
     import sys

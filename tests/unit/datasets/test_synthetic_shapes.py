@@ -73,6 +73,7 @@ def test_sphere_labels_equal_the_chord_formulas():
     np.testing.assert_allclose(width[feasible], expected_width[feasible], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_lshape_labels_keep_the_open_jaws_outside():
     """On the concave L a jaw line can meet the other arm: such cells are infeasible, so from
     each contact out to the open jaw the line stays outside the shape."""

@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 
 
+@pytest.mark.slow
 def test_entry_point_runs(tmp_path):
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(REPO, 'setup.cfg'))

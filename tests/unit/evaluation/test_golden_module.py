@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 GOLDEN_TEST = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'test_graspnetapi_golden.py')
 _RUN = """
@@ -15,6 +17,7 @@ sys.exit(pytest.main(['-q', '--noconftest', '-p', 'no:cacheprovider', '--collect
 """
 
 
+@pytest.mark.slow
 def test_golden_module_errors_instead_of_skipping():
     out = subprocess.run([sys.executable, '-c', _RUN, GOLDEN_TEST], capture_output=True,
                          text=True, cwd=os.path.dirname(GOLDEN_TEST), timeout=300)

@@ -18,6 +18,8 @@ import pytest
 
 from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
 
+pytestmark = pytest.mark.slow  # rebuilds the golden dataset
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'gc6d_golden')
 

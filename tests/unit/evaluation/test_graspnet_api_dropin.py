@@ -76,6 +76,7 @@ def test_eval_scene_lists(split_data):
         ge.eval_scene(100, dump, vis=True)
 
 
+@pytest.mark.slow
 def test_equals_the_graspnetapi_goldens(tmp_path):
     """eval_scene on the committed dumps gives graspnetAPI's per-frame arrays."""
     import subprocess

@@ -85,6 +85,7 @@ def test_failures_name_scene_and_frame(scene, tmp_path):
         evaluate_dump(root, dump, 'realsense', [101], progress=False)
 
 
+@pytest.mark.slow
 def test_worker_time_limit(scene, monkeypatch):
     root, dump, centres = scene
     write_eval_dataset(root, scene=101, frames=2)

@@ -28,6 +28,8 @@ from mmgrasp.evaluation.functional import evaluate_frame
 from mmgrasp.evaluation.graspnet_dump_eval import SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
 
+pytestmark = pytest.mark.slow  # rebuilds the golden datasets (make_synthetic.py)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 GOLDEN_ROOT = os.path.join(REPO, 'tests', 'data', 'eval_golden')
 SETS = {'box_realsense': GOLDEN_ROOT,

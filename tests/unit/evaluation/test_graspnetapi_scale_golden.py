@@ -16,6 +16,8 @@ from mmgrasp.evaluation.functional import evaluate_frame
 from mmgrasp.evaluation.graspnet_dump_eval import SIZE_PROTOCOLS, SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
 
+pytestmark = pytest.mark.slow  # rebuilds the golden dataset
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'eval_golden_scale')
 with open(os.path.join(GOLDEN, 'golden_scale.json')) as _f:

@@ -50,6 +50,7 @@ def test_matched_labels_equal_reference(synthetic_root, method, grids):
         assert len(np.unique(ref['scale_weight'])) > 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('grids', GRIDS)
 @pytest.mark.parametrize('method', ['gsnet', 'bl'])
 def test_collision_mask_gives_zero_scores_targets(synthetic_root, method, grids):
@@ -236,10 +237,12 @@ def test_distinct_instances_copy_tells_them_apart(distinct_instances_root, tmp_p
                         f'instances differ'
 
 
+@pytest.mark.slow
 def test_reference_checks_pass_unmutated(distinct_instances_root, tmp_path):
     run_reference_checks(distinct_instances_root, str(tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mutant', list(MUTANTS))
 def test_mutations_are_caught(distinct_instances_root, tmp_path, monkeypatch, mutant):
     MUTANTS[mutant](monkeypatch)

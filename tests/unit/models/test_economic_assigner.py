@@ -170,6 +170,7 @@ def paper_grid_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_paper_grid_dense_deferred_and_reference(paper_grid_root):
     samples = {g: [GraspNetDataset(paper_grid_root, pipeline=pipeline(g), seed=3)[i]
                    for i in range(2)] for g in ('dense', 'deferred')}

@@ -1,28 +1,19 @@
-"""Host syncs of the training-side parts, counted as tools/analysis/benchmark_dispatch.py counts
+"""Host syncs of the training-side parts, counted as mmgrasp/analysis/dispatch_count.py counts
 them: stacking the labels makes none, label matching on deferred labels one per gather (the
 requests' transfer to the host, where the label store is read), the losses and the drawing of
 views none — and the sync-free replacements compute what they replace."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
 from mmengine.dataset import pseudo_collate
 from torch.profiler import ProfilerActivity, profile
 
+from mmgrasp.analysis import dispatch_count as dispatch
 from mmgrasp.models.assigners import NearestLabelAssigner, ScaleBalancedAssigner
 from mmgrasp.models.assigners.nearest_label_assigner import log_ratio_decreasing
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
 from mmgrasp.models.heads.gsnet_heads import ApproachHead
 from mmgrasp.models.losses import GraspNetBaselineLoss, GSNetLoss, ScaleBalancedGraspLoss
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-_spec = importlib.util.spec_from_file_location(
-    'benchmark_dispatch', os.path.join(REPO, 'tools', 'analysis', 'benchmark_dispatch.py'))
-dispatch = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dispatch)
 
 V, A, D = 5, 3, 3  # tests/conftest.py SMALL_GRID
 NUM_SEEDS = 40

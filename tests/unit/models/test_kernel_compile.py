@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # compiles every kernel for three targets
+
 # not imported here: importing triton in this process, at collection, would make
 # test_point_kernels.py (collected later) find it imported for the GPU and skip its interpreter runs
 if importlib.util.find_spec('triton') is None:

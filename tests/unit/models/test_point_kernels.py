@@ -103,6 +103,7 @@ def test_ball_query_kernel_equals_reference(batch, n, s, nsample):
     assert (point_kernels.ball_query(0.03, nsample, xyz, centres)[0, 0] == 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('batch,n,s', [(1, 400, 25), (2, 1100, 7)])
 def test_cylinder_query_kernel_equals_reference(batch, n, s):
     xyz = _duplicated(_points(batch, n, seed=n + 2, scale=0.05))

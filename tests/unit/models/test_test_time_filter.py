@@ -1,12 +1,10 @@
 """model.test_cfg: the reference test scripts' collision filter on predicted grasps."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from mmgrasp.analysis import dispatch_count as dispatch
 from mmgrasp.models.detectors.base import GraspDetector
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.apis import register_all_modules
@@ -62,12 +60,6 @@ def test_bad_test_cfg_and_missing_cloud_are_named():
 def test_filter_reads_the_batch_once_whatever_its_size():
     """Two host reads for a batch of frames (the grasps, the input clouds), and each frame
     keeps its own non-colliding grasps: the wall cuts the first grasp of frames 0 and 2."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_dispatch', os.path.join(root, 'tools', 'analysis', 'benchmark_dispatch.py'))
-    dispatch = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dispatch)
     far = WALL + np.float32(5)
     points = torch.from_numpy(np.stack([WALL, far, WALL]))
     model = make(dict(collision_thresh=0.01, collision_cloud='input'))

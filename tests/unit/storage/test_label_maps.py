@@ -49,6 +49,7 @@ _LOWERED_LIMIT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_more_files_than_the_cap_under_lowered_ulimit(store, synthetic_root, tmp_path):
     env = dict(os.environ, MMGRASP_CACHE=str(tmp_path / 'cache'), MMGRASP_LABEL_READ_AHEAD='0')
     out = subprocess.run([sys.executable, '-c', _LOWERED_LIMIT, synthetic_root, '40'], env=env,

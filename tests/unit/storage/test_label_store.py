@@ -155,6 +155,7 @@ def test_killed_build_leaves_no_usable_store(synthetic_root, tmp_path):
     assert os.path.dirname(built.path) == store
 
 
+@pytest.mark.slow
 def test_concurrent_builders_share_one_store(synthetic_root, tmp_path):
     cache = str(tmp_path / 'cache')
     builders = [_start_builder(synthetic_root, cache, 0.01) for _ in range(2)]
@@ -238,6 +239,7 @@ _OLD_STORE_READER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_rebuild_never_pulls_a_store_from_under_a_running_job(dataset_copy, tmp_path):
     """Process 1 reads a store; a source changes; process 2 opens (and rebuilds) the store and
     reads the new values; process 1 keeps reading the old values, without LabelFileChanged."""

@@ -46,6 +46,7 @@ def test_a_passing_fault_is_retried(published_by_server, tmp_path, kind, extra):
     assert cached_blocks_are_true(store, built(published_by_server)) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('kind,extra', [('reset', {}), ('status', dict(status=503)),
                                         ('short', {}), ('stall', dict(seconds=60.0))])
 def test_a_lasting_fault_ends_within_the_bound_naming_url_and_range(published_by_server,
@@ -63,6 +64,7 @@ def test_a_lasting_fault_ends_within_the_bound_naming_url_and_range(published_by
     assert cached_blocks_are_true(store, built(published_by_server)) > 0
 
 
+@pytest.mark.slow
 def test_a_hung_server_ends_the_read_and_cancels_the_queue(published_by_server, tmp_path):
     """Every request accepted, none answered: the read ends within one request's bound, and the
     ranges still queued behind the pool are never sent."""

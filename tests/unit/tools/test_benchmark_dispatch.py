@@ -1,13 +1,13 @@
-"""The launch counter of tools/analysis/benchmark_dispatch.py: a known number of ops added to a
+"""The launch counter (mmgrasp/analysis/dispatch_count.py): a known number of ops added to a
 part changes that part's counts by exactly that number, kernel scopes charge what they say,
 and the sparse U-Net's counts are those of its design (two host syncs, launches independent of
 the kernel volume)."""
-import importlib.util
 import os
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from mmgrasp.analysis import dispatch_count as dispatch
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
 from mmgrasp.ops import SparseConv3d, voxelize
 from mmgrasp.models.utils import PartTimer
@@ -15,10 +15,6 @@ from mmgrasp.ops.kernel_scope import kernel_scope
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-_spec = importlib.util.spec_from_file_location(
-    'benchmark_dispatch', os.path.join(REPO, 'tools', 'analysis', 'benchmark_dispatch.py'))
-dispatch = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(dispatch)
 
 
 def _cloud(batch: int = 2, n: int = 1500) -> torch.Tensor:

@@ -315,6 +315,7 @@ def test_wrong_files_refused_with_the_key_named(tmp_path, capsys):
     assert 'not a torch checkpoint' in _refused(tmp_path, capsys, 'gsnet', b'not a checkpoint')
 
 
+@pytest.mark.slow
 def test_command_line_exit_status(tmp_path):
     src = tmp_path / 'list.tar'
     torch.save([1, 2], src)

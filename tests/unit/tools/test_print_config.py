@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 TOOL = os.path.join(REPO, 'tools', 'misc', 'print_config.py')
@@ -15,6 +17,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_print_config_resolves_overrides_and_redacts(tmp_path):
     saved = str(tmp_path / 'resolved.py')
     out = run('configs/gsnet_demo.py', '--cfg-options', 'train_cfg.max_epochs=3',
@@ -31,6 +34,7 @@ def test_print_config_resolves_overrides_and_redacts(tmp_path):
     assert 'hunter2' not in text and '<redacted>' in text and 'max_epochs=3' in text
 
 
+@pytest.mark.slow
 def test_print_config_names_a_missing_config():
     out = run('configs/no_such.py')
     assert out.returncode != 0 and 'configs/no_such.py: no such config file' in out.stderr

@@ -79,6 +79,7 @@ def test_a_misspelt_key_in_the_file_is_refused(tmp_path):
         _apply(None, path)
 
 
+@pytest.mark.slow
 def test_the_tools_refuse_before_printing_the_config(tmp_path):
     for tool in ('tools/train.py', 'tools/test.py'):
         args = [DEMO] + (['missing.pth'] if tool == 'tools/test.py' else [])

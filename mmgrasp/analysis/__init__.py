@@ -1,0 +1,1 @@
+"""Measuring tools' library parts, above every other layer (they build whole configs)."""

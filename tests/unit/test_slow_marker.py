@@ -1,0 +1,41 @@
+"""The ``slow`` marker: registered in setup.cfg, on the trainings, and ``-m "not slow"`` (the
+README's fast developer run) deselects them while CI's plain ``python -m pytest`` runs all."""
+import configparser
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: Files with whole trainings (all slow) and one quick test (not slow) of the device check.
+FILES = ('tests/integration/test_amp_training.py', 'tests/integration/test_device_check.py',
+         'tests/integration/test_gsnet_training_identity.py')
+QUICK = 'tests/integration/test_device_check.py::' \
+        'test_device_check_refuses_to_run_without_mmengine_or_wheels'
+
+
+def test_slow_is_registered_in_the_pytest_config():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, 'setup.cfg'))
+    markers = [line.split(':')[0].strip() for line in cfg['tool:pytest']['markers'].splitlines()
+               if re.match(r'\w+:', line.strip())]
+    assert 'slow' in markers and 'cuda' in markers
+
+
+def test_not_slow_deselects_the_trainings_and_keeps_the_rest():
+    out = subprocess.run([sys.executable, '-m', 'pytest', '--co', '-q', '-p', 'no:cacheprovider',
+                          '-m', 'not slow', *FILES], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert [line for line in out.stdout.splitlines() if '::' in line] == [QUICK]
+    # the three --amp runs, the smoke run and the GSNet identity training
+    assert '1/6 tests collected (5 deselected)' in out.stdout, out.stdout[-500:]
+
+
+def test_the_readme_documents_both_runs():
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        readme = f.read()
+    testing = readme[readme.index('\n## Testing'):]
+    testing = testing[:testing.index('\n## ', 1)]
+    assert 'python -m pytest -m "not slow"' in testing
+    assert '`.ci/run`' in testing and re.search(r'^python -m pytest +#', testing, re.M)
