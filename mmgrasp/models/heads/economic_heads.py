@@ -91,7 +91,13 @@ class InteractiveCylinderCrop(CloudCrop):
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
-        grouped = self.mlp(self.group(seeds, features, rotations))  # (B, C, Ns, k)
+        return self.interact(self.group(seeds, features, rotations), seeds, generator)
+
+    def interact(self, crop: Tensor, seeds: Tensor,
+                 generator: Optional[torch.Generator] = None) -> Tensor:
+        """Grouped crop (B, 3 + C_in, Ns, k) (:meth:`group`'s) -> (B, C, Ns): the MLP, the
+        seed coordinates appended, attention among the k points, the second MLP, max pool."""
+        grouped = self.mlp(crop)  # (B, C, Ns, k)
         B, C, Ns, k = grouped.shape
         coords = seeds.transpose(1, 2)[..., None].expand(-1, -1, -1, k)
         tokens = torch.cat([grouped, coords], dim=1).permute(0, 2, 3, 1).reshape(B * Ns, k, C + 3)
