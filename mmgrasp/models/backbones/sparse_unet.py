@@ -11,6 +11,9 @@ from ..layers.sparse_conv import (SparseBatchNorm, SparseConv3d, SparseConvTrans
                                   SparseReLU, SparseTensor, check_algorithm, sparse_cat,
                                   voxelize)
 
+#: The values of ``voxel_reduce`` (those of :func:`voxelize`'s ``reduce``).
+VOXEL_REDUCTIONS = ('mean', 'first')
+
 
 class SparseBasicBlock(nn.Module):
     """ResNet basic block (two 3³ submanifold convs). When the width changes, a 1³ conv + BN
@@ -51,9 +54,9 @@ class SparseUNet14(BaseModule):
 
     The default ``channels`` are MinkUNet14's. GSNet's ``MinkUNet14D`` uses
     (32, 64, 128, 256, 192, 192, 192, 192); MinkowskiEngine's own 14D has 384 in the decoder
-    stages instead of 192. MinkowskiEngine fixes the stem width at
-    INIT_DIM = 32; here it is ``channels[0]``, which equals 32 in every MinkUNet14 variant and
-    lets small configs shrink the stem too.
+    stages instead of 192. MinkowskiEngine fixes the stem width at INIT_DIM = 32; here it is
+    ``stem_channels``, by default ``channels[0]``, which equals 32 in every MinkUNet14 variant
+    and lets small configs shrink the stem too.
 
     Args:
         in_channels: per-point input feature width (GSNet feeds ones, 3 channels).
@@ -61,6 +64,12 @@ class SparseUNet14(BaseModule):
         voxel_size: voxel edge in metres.
         channels: 8 widths: 4 encoder stages, then 4 decoder stages.
         layers: basic blocks per stage, 8 entries.
+        stem_channels: width of the stem (ME's INIT_DIM), the first down conv and the last
+            skip; None: ``channels[0]``.
+        voxel_reduce: features of a voxel from its points': 'mean' (the average) or 'first'
+            (the lowest-index point's, as MinkowskiEngine's ``sparse_quantize`` keeps them:
+            FineGrasp's xyz + normal input). GSNet and EconomicGrasp feed ones, where both
+            agree.
         backend: 'torch' (pure PyTorch: the reference, runs anywhere) or
             'spconv' (spconv 2.3.x kernels: the GPU backend; its CPU wheel runs forward
             passes only). Same parameters, same state_dict; see ``layers/spconv_backend.py``.
@@ -72,15 +81,20 @@ class SparseUNet14(BaseModule):
     def __init__(self, in_channels: int = 3, out_channels: int = 512, voxel_size: float = 0.005,
                  channels: Sequence[int] = (32, 64, 128, 256, 256, 128, 96, 96),
                  layers: Sequence[int] = (1, 1, 1, 1, 1, 1, 1, 1), backend: str = 'torch',
-                 conv_algorithm: str = 'auto', init_cfg: Optional[dict] = None) -> None:
+                 conv_algorithm: str = 'auto', stem_channels: Optional[int] = None,
+                 voxel_reduce: str = 'mean', init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg)
         if len(channels) != 8 or len(layers) != 8:
             raise ValueError('channels and layers need 8 entries each')
+        if voxel_reduce not in VOXEL_REDUCTIONS:
+            raise ValueError(f'voxel_reduce={voxel_reduce!r}: expected one of {VOXEL_REDUCTIONS}')
         self.in_channels, self.out_channels, self.voxel_size = in_channels, out_channels, voxel_size
-        stem = channels[0]
+        self.voxel_reduce = voxel_reduce
+        stem = channels[0] if stem_channels is None else stem_channels
         self.backend, self.conv_algorithm = backend, check_algorithm(conv_algorithm)
         conv = dict(backend=backend, algorithm=conv_algorithm)
-        print_log(f'SparseUNet14: backend={backend!r}, conv_algorithm={conv_algorithm!r}'
+        print_log(f'{type(self).__name__}: backend={backend!r}, '
+                  f'conv_algorithm={conv_algorithm!r}'
                   + (" (chunked_im2col on CUDA, pairs on the CPU)"
                      if conv_algorithm == 'auto' and backend == 'torch' else ''),
                   logger='current')
@@ -129,6 +143,11 @@ class SparseUNet14(BaseModule):
         batch, num, _ = points.shape
         if feats is None:
             feats = points.new_ones(batch, num, self.in_channels)
-        x, point_to_voxel = voxelize(points, self.voxel_size, feats, levels=len(self.down))
+        elif feats.shape != (batch, num, self.in_channels):
+            raise ValueError(f'{type(self).__name__}: feats {tuple(feats.shape)} for points '
+                             f'{tuple(points.shape)}, expected (B, N, in_channels='
+                             f'{self.in_channels})')
+        x, point_to_voxel = voxelize(points, self.voxel_size, feats, reduce=self.voxel_reduce,
+                                     levels=len(self.down))
         voxel_feats = self.forward_sparse(x).feats.index_select(0, point_to_voxel)
         return voxel_feats.view(batch, num, -1).transpose(1, 2).contiguous()
