@@ -16,9 +16,10 @@ model = dict(
     num_depths=4,
     seed=0,
     # the reference's MinkUNet (stem k5 -> 32, planes 32, 64, 128, 256, 192, 192, 192, 192, one
-    # BasicBlock a stage, 1x1 conv with bias -> 512) on 6 input channels
-    backbone=dict(type='SparseUNet14', in_channels=6, out_channels=512, voxel_size=0.005,
-                  channels=(32, 64, 128, 256, 192, 192, 192, 192), conv_algorithm='auto'),
+    # BasicBlock a stage, 1x1 conv with bias -> 512) on 6 input channels; each voxel takes its
+    # first point's features (ME sparse_quantize)
+    backbone=dict(type='FineGraspUNet', in_channels=6, out_channels=512, voxel_size=0.005,
+                  conv_algorithm='auto'),
     crop=dict(radius=0.07, scales=(0.25, 0.5, 0.75, 1.0), channels=(256, 256),
               channels2=(256, 256), attention_dropout=0.05, hmin=-0.02, hmax=0.04, nsample=16,
               fusion_layers=2, fusion_heads=8, fusion_feedforward=1024, fusion_dropout=0.1),
