@@ -68,7 +68,9 @@ def test_lr_of_every_step_equals_the_reference(epoch_length):
     opt = wrapper.optimizer
     assert isinstance(opt, torch.optim.Adam) and opt.defaults['weight_decay'] == 1e-5
     assert cfg.optim_wrapper.clip_grad == dict(max_norm=10, norm_type=2)
-    assert cfg.randomness.seed == 2025 and cfg.train_cfg.max_epochs == 10
+    assert cfg.train_cfg.max_epochs == 10
+    recipe = Config.fromfile(os.path.join(REPO, 'configs', 'finegrasp_deferred.py'))
+    assert recipe.randomness.seed == 2025 and recipe.param_scheduler == cfg.param_scheduler
 
 
 def test_resumed_scheduler_continues_the_same_values():
