@@ -41,6 +41,12 @@ class RandomFlipRotateScene(BaseTransform):
     the batch is bit-identical to ``apply='worker'``. Transforms after this one then still see
     the original cloud and poses.
 
+    Normals (``LoadGraspScene(with_normals=True)``) are directions: they turn with the rotation,
+    and take the mirror only with ``flip_normals``. The default leaves them unmirrored, as
+    FineGrasp's training does (its flip negates the x of the points only, not of
+    ``cloud_normal``), so a mirrored sample's normals are those of the unmirrored scene. The
+    device path does not carry normals and refuses them.
+
     Required Keys:
 
     - points (np.float32, (N, 3))
@@ -51,6 +57,7 @@ class RandomFlipRotateScene(BaseTransform):
 
     - points (``apply='worker'`` only)
     - poses (``apply='worker'`` only)
+    - normals (np.float32, (N, 3)), when present: Rx(θ) n, or M n with ``flip_normals``
 
     Added Keys:
 
@@ -63,10 +70,11 @@ class RandomFlipRotateScene(BaseTransform):
         flip_prob: probability of the x-mirror diag(−1, 1, 1).
         max_rotation: bound of the rotation angle about x, radians (reference: π/6).
         apply: ``'worker'`` (here) or ``'device'`` (in GraspDataPreprocessor).
+        flip_normals: mirror the normals with the points (FineGrasp does not: False).
     """
 
     def __init__(self, flip_prob: float = 0.5, max_rotation: float = np.pi / 6,
-                 apply: str = 'worker'):
+                 apply: str = 'worker', flip_normals: bool = False):
         if not 0 <= flip_prob <= 1:
             raise ValueError(f'flip_prob must be in [0, 1], got {flip_prob}')
         if max_rotation < 0:
@@ -76,6 +84,7 @@ class RandomFlipRotateScene(BaseTransform):
         self.flip_prob = float(flip_prob)
         self.max_rotation = float(max_rotation)
         self.apply = apply
+        self.flip_normals = bool(flip_normals)
 
     def transform(self, results: dict) -> dict:
         rng = results['rng']
@@ -85,13 +94,20 @@ class RandomFlipRotateScene(BaseTransform):
         rotation = np.array([[1, 0, 0], [0, c, -s], [0, s, c]], dtype=np.float64)
         mirror = np.diag([-1.0 if flip else 1.0, 1.0, 1.0])
         matrix = (rotation @ mirror).astype(np.float32)
+        if 'normals' in results and self.apply == 'device':
+            raise ValueError("RandomFlipRotateScene(apply='device'): the device path augments "
+                             "points and label poses only, not 'normals'; use apply='worker'")
         if self.apply == 'worker':
             results['points'] = apply_matrix(matrix, results['points'])
             results['poses'] = apply_matrix_to_poses(matrix, results['poses'])
+            if 'normals' in results:
+                turn = matrix if self.flip_normals else rotation.astype(np.float32)
+                results['normals'] = apply_matrix(turn, results['normals'])
         results['aug_matrix'] = matrix
         results['aug_on_device'] = self.apply == 'device'
         return results
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(flip_prob={self.flip_prob}, '
-                f'max_rotation={self.max_rotation}, apply={self.apply!r})')
+                f'max_rotation={self.max_rotation}, apply={self.apply!r}, '
+                f'flip_normals={self.flip_normals})')
