@@ -8,9 +8,16 @@ line for line (MLP, one-head attention among the 16 grouped points, MLP, max poo
 group is an :class:`~.economic_heads.InteractiveCylinderCrop`; its ``LocalInteraction`` is
 EconomicGrasp's grasp head (:class:`~.economic_heads.InteractiveGraspHead`) and its
 ``GraspableNet``/``ApproachNet`` are GSNet's heads. What FineGrasp adds is here.
+
+The four groups run as one: their weights are stacked along a group axis
+(:class:`StackedInteractiveGroups`: one batched matmul / batch norm / attention for all four
+instead of four of each, which keeps a training iteration within the CUDA launch budget), while
+``state_dict`` shows and takes them per group under the names of four
+:class:`~.economic_heads.InteractiveCylinderCrop` (``groups.{g}.mlp.0.weight`` ...), so the
+reference's ``cy_groups.{g}`` tensors map one to one.
 """
 import math
-from typing import Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -18,7 +25,17 @@ from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from ..layers.point_ops import cylinder_queries, group_points
-from .economic_heads import InteractiveCylinderCrop, dropout
+from .economic_heads import InteractiveCylinderCrop
+
+
+def dropout(x: Tensor, p: float, generator: Optional[torch.Generator]) -> Tensor:
+    """Inverted dropout with the mask drawn from ``generator`` (the batch's), identity when it
+    is None or ``p`` is 0. The mask is scaled before the product (``x · (keep / (1 − p))``),
+    so the backward is one product."""
+    if generator is None or p == 0:
+        return x
+    keep = torch.empty_like(x).bernoulli_(1 - p, generator=generator).div_(1 - p)
+    return x * keep
 
 
 class SelfAttention(nn.Module):
@@ -101,13 +118,152 @@ class GroupTransformerFusion(nn.Module):
         return (tokens * weights).sum(dim=1).view(B, Ns, C).transpose(1, 2)
 
 
+class StackedInteractiveGroups(nn.Module):
+    """G :class:`~.economic_heads.InteractiveCylinderCrop` bodies (MLP, one-head attention among
+    the k grouped points with the seed coordinates appended, second MLP, max pooling) computed
+    at once: each weight is stacked along a leading group axis, each 1×1 conv a batched matmul,
+    each BatchNorm2d one ``batch_norm`` over the G·C channels (statistics per group and
+    channel over (B, Ns, k), as each group's own), the attention a batched attention.
+
+    ``state_dict`` holds the weights per group, named and shaped as G separate
+    InteractiveCylinderCrop modules (``{g}.mlp.{3i}.weight`` (C_out, C_in, 1, 1),
+    ``{g}.mlp.{3i + 1}.running_mean`` ..., ``{g}.attention.query.weight`` ...), and loading
+    takes that layout; the initial values are those of G such modules built in turn.
+
+    Args:
+        crops: the G modules whose layout and initial weights are taken (then dropped).
+    """
+
+    def __init__(self, crops: Sequence[InteractiveCylinderCrop]):
+        super().__init__()
+        first = crops[0]
+        self.num_groups = len(crops)
+        self.radii = tuple(c.radius for c in crops)
+        self.hmin, self.hmax, self.nsample = first.hmin, first.hmax, first.nsample
+        self.attention_dropout = first.attention.attention_dropout
+        self.out_channels = first.out_channels
+        #: (stacked name, per-group suffix, per-group shape, index along the stacked tensor's
+        #: second axis or None) of every per-group tensor, in InteractiveCylinderCrop's order
+        self._layout: List[Tuple[str, str, Tuple[int, ...], Optional[int]]] = []
+        self.mlp_depth = self._stack_mlp('mlp', [c.mlp for c in crops])
+        attention = [c.attention for c in crops]
+        self._stack('qkv_weight', [torch.stack([a.query.weight, a.key.weight, a.value.weight])
+                                   for a in attention], None)
+        self._stack('qkv_bias', [torch.stack([a.query.bias, a.key.bias, a.value.bias])
+                                 for a in attention], None)
+        dim = first.attention.query.weight.shape[0]
+        for i, proj in enumerate(('query', 'key', 'value')):
+            self._layout += [('qkv_weight', f'attention.{proj}.weight', (dim, dim), i),
+                             ('qkv_bias', f'attention.{proj}.bias', (dim, ), i)]
+        for name, part in (('out_weight', 'out.weight'), ('out_bias', 'out.bias'),
+                           ('norm_weight', 'norm.weight'), ('norm_bias', 'norm.bias')):
+            module, tail = part.split('.')
+            self._stack(name, [getattr(getattr(a, module), tail) for a in attention],
+                        f'attention.{part}')
+        self.mlp2_depth = self._stack_mlp('mlp2', [c.mlp2 for c in crops])
+        self.register_state_dict_post_hook(StackedInteractiveGroups._per_group_state)
+        self.register_load_state_dict_pre_hook(StackedInteractiveGroups._stack_state)
+
+    def _stack(self, name: str, tensors: Sequence[Tensor], suffix: Optional[str],
+               buffer: bool = False, shape: Optional[Tuple[int, ...]] = None) -> None:
+        stacked = torch.stack([t.detach() for t in tensors]).clone()
+        if buffer:
+            self.register_buffer(name, stacked)
+        else:
+            setattr(self, name, nn.Parameter(stacked))
+        if suffix is not None:
+            self._layout.append((name, suffix, shape or tuple(tensors[0].shape), None))
+
+    def _stack_mlp(self, name: str, mlps: Sequence[nn.Sequential]) -> int:
+        """conv (no bias) + BatchNorm2d + ReLU triples -> stacked tensors; their number."""
+        depth = len(mlps[0]) // 3
+        for i in range(depth):
+            convs, norms = [m[3 * i] for m in mlps], [m[3 * i + 1] for m in mlps]
+            self._stack(f'{name}{i}_weight', [c.weight.flatten(1) for c in convs],
+                        f'{name}.{3 * i}.weight', shape=tuple(convs[0].weight.shape))
+            for tail in ('weight', 'bias'):
+                self._stack(f'{name}{i}_bn_{tail}', [getattr(n, tail) for n in norms],
+                            f'{name}.{3 * i + 1}.{tail}')
+            for tail in ('running_mean', 'running_var', 'num_batches_tracked'):
+                self._stack(f'{name}{i}_{tail}', [getattr(n, tail) for n in norms],
+                            f'{name}.{3 * i + 1}.{tail}', buffer=True)
+        self.bn_momentum, self.bn_eps = mlps[0][1].momentum, mlps[0][1].eps
+        return depth
+
+    def _per_group_state(self, state: Dict[str, Tensor], prefix: str, metadata) -> None:
+        """state_dict hook: the stacked tensors -> G per-group entries, group by group."""
+        stacked = {name: state.pop(prefix + name) for name in
+                   dict.fromkeys(entry[0] for entry in self._layout)}
+        for g in range(self.num_groups):
+            for name, suffix, shape, part in self._layout:
+                value = stacked[name][g] if part is None else stacked[name][g, part]
+                state[f'{prefix}{g}.{suffix}'] = value.reshape(shape)
+
+    def _stack_state(self, state: Dict[str, Tensor], prefix: str, *args) -> None:
+        """load_state_dict pre-hook: G per-group entries -> the stacked tensor (left alone
+        when an entry is missing: the load then names what is missing)."""
+        names = dict.fromkeys(entry[0] for entry in self._layout)
+        for name in names:
+            entries = [e for e in self._layout if e[0] == name]
+            keys = [[f'{prefix}{g}.{e[1]}' for e in entries] for g in range(self.num_groups)]
+            if not all(k in state for row in keys for k in row):
+                continue
+            target = getattr(self, name)
+            per_group = []
+            for row in keys:
+                parts = [state.pop(k) for k in row]
+                value = torch.stack(parts) if entries[0][3] is not None else parts[0]
+                per_group.append(value.reshape(target.shape[1:]))
+            state[prefix + name] = torch.stack(per_group)
+
+    def _mlp(self, name: str, depth: int, x: Tensor) -> Tensor:
+        """(G, C_in, M) -> (G, C_out, M): per group conv (bmm), BatchNorm, ReLU, ``depth``
+        times; a (G, M, C_in) view is taken as is by the first matmul."""
+        G = self.num_groups
+        for i in range(depth):
+            x = torch.bmm(getattr(self, f'{name}{i}_weight'), x)
+            if self.training:
+                getattr(self, f'{name}{i}_num_batches_tracked').add_(1)
+            x = F.batch_norm(x.view(1, -1, x.shape[-1]),
+                             getattr(self, f'{name}{i}_running_mean').view(-1),
+                             getattr(self, f'{name}{i}_running_var').view(-1),
+                             getattr(self, f'{name}{i}_bn_weight').view(-1),
+                             getattr(self, f'{name}{i}_bn_bias').view(-1), self.training,
+                             self.bn_momentum, self.bn_eps).view(G, -1, x.shape[-1])
+            x = F.relu(x)
+        return x
+
+    def forward(self, crops: Tensor, seeds: Tensor,
+                generator: Optional[torch.Generator] = None) -> Tensor:
+        """crops (G, 3 + C_in, B, Ns, k) (the groups' :meth:`InteractiveCylinderCrop.group`
+        tensors, group axis first), seeds (B, Ns, 3) -> (G, C, B, Ns)."""
+        G, _, B, Ns, k = crops.shape
+        x = self._mlp('mlp', self.mlp_depth, crops.reshape(G, -1, B * Ns * k))
+        coords = seeds.permute(2, 0, 1)[None, :, :, :, None].expand(G, -1, -1, -1, k)
+        tokens = torch.cat([x.view(G, -1, B, Ns, k), coords], dim=1)  # (G, D, B, Ns, k)
+        D = tokens.shape[1]
+        tokens = tokens.view(G, D, -1).transpose(1, 2)  # (G, M, D), a view
+        qkv = torch.baddbmm(self.qkv_bias.view(G, 1, 3 * D), tokens,
+                            self.qkv_weight.view(G, 3 * D, D).transpose(1, 2))
+        q, key, v = qkv.view(G * B * Ns, k, 3, D).unbind(2)
+        weights = torch.softmax(q @ key.transpose(-1, -2) / math.sqrt(D), dim=-1)
+        weights = dropout(weights, self.attention_dropout, generator)
+        attended = torch.baddbmm(self.out_bias[:, None], (weights @ v).view(G, -1, D),
+                                 self.out_weight.transpose(1, 2))
+        normed = F.layer_norm(tokens + attended, (D, ))
+        normed = torch.addcmul(self.norm_bias[:, None], normed, self.norm_weight[:, None])
+        x = self._mlp('mlp2', self.mlp2_depth, normed.transpose(1, 2))
+        return x.view(G, -1, B * Ns, k).amax(dim=3).view(G, -1, B, Ns)
+
+
 @MODELS.register_module()
 class MultiScaleInteractiveCrop(nn.Module):
-    """FineGrasp's ``cy_groups`` + ``fuse_multi_scale``: one
+    """FineGrasp's ``cy_groups`` + ``fuse_multi_scale``: an
     :class:`~.economic_heads.InteractiveCylinderCrop` per radius ``radius · scale`` (each with
-    its own weights), among the seeds along the chosen view, then
-    :class:`GroupTransformerFusion` -> (B, C, Ns). The cylinder queries of every radius are
-    one call (one kernel on CUDA) and the grouped points of every radius one gather.
+    its own weights; run together by :class:`StackedInteractiveGroups`), among the seeds along
+    the chosen view, then :class:`GroupTransformerFusion` -> (B, C, Ns). The cylinder queries
+    of every radius are one call (one kernel on CUDA) and the grouped points of every radius
+    one gather.
 
     Args:
         in_channels: seed feature width (512).
@@ -127,26 +283,29 @@ class MultiScaleInteractiveCrop(nn.Module):
                  nsample: int = 16, fusion_layers: int = 2, fusion_heads: int = 8,
                  fusion_feedforward: int = 1024, fusion_dropout: float = 0.1):
         super().__init__()
-        self.groups = nn.ModuleList(
+        self.groups = StackedInteractiveGroups([
             InteractiveCylinderCrop(in_channels, channels, channels2, attention_dropout,
-                                    radius * s, hmin, hmax, nsample) for s in scales)
-        self.out_channels = self.groups[0].out_channels
+                                    radius * s, hmin, hmax, nsample) for s in scales])
+        self.out_channels = self.groups.out_channels
         self.fusion = GroupTransformerFusion(self.out_channels, fusion_layers, fusion_heads,
                                              fusion_feedforward, fusion_dropout)
 
+    def group(self, seeds: Tensor, features: Tensor, rotations: Tensor) -> Tensor:
+        """(G, 3 + C, B, Ns, k): for every radius, the grouped seeds' local coordinates in the
+        grasp frame over the radius (Rᵀ(q − c) / r) and their features."""
+        groups = self.groups
+        idx = cylinder_queries(seeds, seeds, rotations, groups.radii, groups.hmin,
+                               (groups.hmax, ), groups.nsample)[:, 0]  # (G, B, Ns, k)
+        G, B, Ns, k = idx.shape
+        flat = idx.permute(1, 0, 2, 3).reshape(B, G * Ns * k)
+        grouped = group_points(torch.cat([seeds.transpose(1, 2), features], 1), flat)
+        grouped = grouped.view(B, -1, G, Ns, k)  # (B, 3 + C, G, Ns, k)
+        offsets = grouped[:, :3] - seeds.transpose(1, 2)[:, :, None, :, None]
+        local = torch.einsum('birns,bnij->rjbns', offsets, rotations)  # Rᵀ(q − c)
+        radii = local.new_tensor(groups.radii).view(G, 1, 1, 1, 1)
+        return torch.cat([local / radii, grouped[:, 3:].permute(2, 1, 0, 3, 4)], dim=1)
+
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
-        first = self.groups[0]
-        idx = cylinder_queries(seeds, seeds, rotations, [g.radius for g in self.groups],
-                               first.hmin, (first.hmax, ), first.nsample)[:, 0]  # (R, B, Ns, k)
-        R, B, Ns, k = idx.shape
-        flat = idx.permute(1, 0, 2, 3).reshape(B, R * Ns, k)
-        grouped = group_points(torch.cat([seeds.transpose(1, 2), features], 1), flat)
-        grouped = grouped.view(B, -1, R, Ns, k)  # (B, 3 + C, R, Ns, k)
-        offsets = grouped[:, :3] - seeds.transpose(1, 2)[:, :, None, :, None]
-        local = torch.einsum('birns,bnij->bjrns', offsets, rotations)  # Rᵀ(q − c)
-        outs = []
-        for r, group in enumerate(self.groups):
-            crop = torch.cat([local[:, :, r] / group.radius, grouped[:, 3:, r]], dim=1)
-            outs.append(group.interact(crop, seeds, generator))
-        return self.fusion(torch.stack(outs, dim=1), generator)
+        out = self.groups(self.group(seeds, features, rotations), seeds, generator)
+        return self.fusion(out.permute(2, 0, 1, 3), generator)  # (B, G, C, Ns)

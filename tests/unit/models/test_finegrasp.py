@@ -17,7 +17,7 @@ from mmengine.dataset import pseudo_collate
 
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.models.heads.economic_heads import InteractiveCylinderCrop
-from mmgrasp.models.heads.finegrasp_heads import GroupTransformerFusion
+from mmgrasp.models.heads.finegrasp_heads import GroupTransformerFusion, MultiScaleInteractiveCrop
 from mmgrasp.models.utils.grasp_geometry import approach_to_matrix, generate_grasp_views
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
@@ -182,7 +182,7 @@ def test_forward_has_the_reference_shapes_and_is_finite():
     assert {k: tuple(v.shape) for k, v in pred.items()} == dict(
         angle=(2, 13, 1024), depth=(2, 5, 1024), width=(2, 1024), score=(2, 6, 1024))
     assert all(torch.isfinite(v).all() for v in [views, crops, *pred.values()])
-    assert [round(g.radius, 6) for g in model.crop.groups] == [0.0175, 0.035, 0.0525, 0.07]
+    assert [round(r, 6) for r in model.crop.groups.radii] == [0.0175, 0.035, 0.0525, 0.07]
 
 
 def _seed_rotations(n, seed=0):
@@ -191,21 +191,58 @@ def _seed_rotations(n, seed=0):
     return approach_to_matrix(-views, torch.zeros(n))[None]
 
 
-def test_multiscale_crop_equals_four_separate_groups():
-    """One query call and one gather for the four radii give what each group computes on its
-    own (its own cylinder query and grouping): the reference's four CylinderGroup calls."""
+@pytest.mark.parametrize('mode', ['eval', 'train'])
+def test_stacked_groups_equal_four_separate_groups(mode):
+    """The four groups run stacked (one query call, one gather, batched matmuls / batch
+    norms / attention) give what four InteractiveCylinderCrop modules loaded with the
+    per-group state dict compute one by one (the reference's four CylinderGroup calls, each
+    with its own cylinder query): outputs, and in training the batch-norm running statistics
+    and counters; the state dict round-trips, and its initial values are those of four
+    modules built in turn."""
     torch.manual_seed(5)
-    model = shipped_model(**SMALL).eval()
-    crop = model.crop
+    crop = shipped_model(**SMALL).crop
+    state = {k: v.clone() for k, v in crop.state_dict().items()}
     seeds, feats = _cloud(1, 200), torch.randn(1, 32, 200)
     rot = _seed_rotations(200)
-    fused = []
-    crop.fusion.forward = lambda groups, generator=None: fused.append(groups) or groups[:, 0]
-    crop(seeds, feats, rot, None)
-    separate = torch.stack([InteractiveCylinderCrop.forward(g, seeds, feats, rot, None)
-                            for g in crop.groups], dim=1)
-    torch.testing.assert_close(fused[0], separate, rtol=1e-5, atol=1e-5)
-    assert not torch.allclose(separate[:, 0], separate[:, 3], atol=1e-3)  # radii differ
+    separate = []
+    for g, scale in enumerate((0.25, 0.5, 0.75, 1.0)):
+        module = InteractiveCylinderCrop(32, (16, 16), (16, 16), 0.05, 0.07 * scale)
+        module.load_state_dict({k[len(f'groups.{g}.'):]: v for k, v in state.items()
+                                if k.startswith(f'groups.{g}.')})
+        separate.append(getattr(module, mode)())
+    crop = getattr(crop, mode)()
+    ours = crop.groups(crop.group(seeds, feats, rot), seeds, None)  # (G, C, B, Ns)
+    theirs = torch.stack([m(seeds, feats, rot, None) for m in separate]).permute(0, 2, 1, 3)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=2e-5)
+    assert not torch.allclose(theirs[0], theirs[3], atol=1e-3)  # the radii differ
+    after = crop.state_dict()
+    for g, module in enumerate(separate):
+        for k, v in module.state_dict().items():
+            torch.testing.assert_close(after[f'groups.{g}.{k}'], v, rtol=1e-5, atol=1e-6)
+    if mode == 'train':
+        assert int(after['groups.0.mlp.1.num_batches_tracked']) == 1
+        assert not torch.equal(after['groups.2.mlp2.1.running_mean'],
+                               state['groups.2.mlp2.1.running_mean'])
+    fresh = MultiScaleInteractiveCrop(32, channels=(16, 16), channels2=(16, 16),
+                                      fusion_heads=4, fusion_feedforward=32)
+    fresh.load_state_dict(after)
+    assert all(torch.equal(v, after[k]) for k, v in fresh.state_dict().items())
+    with pytest.raises(RuntimeError, match='groups.qkv_weight'):
+        fresh.load_state_dict({k: v for k, v in after.items()
+                               if k != 'groups.1.attention.key.weight'})
+
+
+def test_initial_group_weights_are_those_of_four_crops_built_in_turn():
+    torch.manual_seed(11)
+    crop = MultiScaleInteractiveCrop(32, channels=(16, 16), channels2=(16, 16),
+                                     fusion_heads=4, fusion_feedforward=32)
+    torch.manual_seed(11)
+    built = [InteractiveCylinderCrop(32, (16, 16), (16, 16), 0.05, 0.07 * s)
+             for s in (0.25, 0.5, 0.75, 1.0)]
+    state = crop.state_dict()
+    for g, module in enumerate(built):
+        for k, v in module.state_dict().items():
+            assert torch.equal(state[f'groups.{g}.{k}'], v), (g, k)
 
 
 def _reference_fusion(fusion: GroupTransformerFusion, groups: torch.Tensor,
