@@ -38,56 +38,92 @@ def dropout(x: Tensor, p: float, generator: Optional[torch.Generator]) -> Tensor
     return x * keep
 
 
+class DropoutMasks:
+    """The inverted-dropout masks of one forward pass, drawn at once from the batch's
+    generator: one Bernoulli draw and one scaling by 1 / (1 − p) for all of them (instead of
+    two launches per dropout), handed out in order by :meth:`__call__`. Deterministic given
+    the generator's state, like every other draw of the model.
+
+    Args:
+        shapes: the shapes of the tensors to drop, in the order they are dropped.
+        p: the dropout probability.
+        generator: the batch's generator.
+        like: a tensor with the device and dtype of the masks.
+    """
+
+    def __init__(self, shapes: Sequence[Tuple[int, ...]], p: float,
+                 generator: torch.Generator, like: Tensor):
+        sizes = [math.prod(shape) for shape in shapes]
+        flat = like.new_empty(sum(sizes)).bernoulli_(1 - p, generator=generator).div_(1 - p)
+        self._masks = iter([m.view(shape) for m, shape in zip(flat.split(sizes), shapes)])
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x * next(self._masks)
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
 class SelfAttention(nn.Module):
     """``nn.MultiheadAttention`` (packed ``in_proj_weight``/``in_proj_bias``, ``out_proj``: the
     same parameter names and layout, so a reference state dict loads as is) whose dropout on
-    the attention weights draws from the batch's generator instead of the global RNG.
+    the attention weights takes its mask from the caller (:class:`DropoutMasks`, the batch's
+    generator) instead of the global RNG.
 
     Args:
-        dim: token width; num_heads: heads (dim must be a multiple); attention_dropout: p.
+        dim: token width; num_heads: heads (dim must be a multiple).
     """
 
-    def __init__(self, dim: int, num_heads: int, attention_dropout: float = 0.0):
+    def __init__(self, dim: int, num_heads: int):
         super().__init__()
         if dim % num_heads:
             raise ValueError(f'SelfAttention: dim {dim} is not a multiple of num_heads '
                              f'{num_heads}')
-        self.num_heads, self.attention_dropout = num_heads, attention_dropout
+        self.num_heads = num_heads
         self.in_proj_weight = nn.Parameter(torch.empty(3 * dim, dim))
         self.in_proj_bias = nn.Parameter(torch.zeros(3 * dim))
         self.out_proj = nn.Linear(dim, dim)
         nn.init.xavier_uniform_(self.in_proj_weight)  # nn.MultiheadAttention's init
         nn.init.zeros_(self.out_proj.bias)
 
-    def forward(self, tokens: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
-        """(T, L, dim) -> (T, L, dim): every one of the T sequences attends within itself."""
+    def forward(self, tokens: Tensor, drop=_identity) -> Tensor:
+        """(T, L, dim) -> (T, L, dim): every one of the T sequences attends within itself;
+        ``drop`` drops attention weights (T, heads, L, L)."""
         T, L, dim = tokens.shape
+        H = self.num_heads
         qkv = F.linear(tokens, self.in_proj_weight, self.in_proj_bias)
-        q, k, v = qkv.view(T, L, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
-        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
-        weights = dropout(weights, self.attention_dropout, generator)
-        return self.out_proj((weights @ v).transpose(1, 2).reshape(T, L, dim))
+        # q, k, v of every head contiguous in one copy: (3, T·H, L, head_dim)
+        q, k, v = qkv.view(T, L, 3, H, -1).permute(2, 0, 3, 1, 4).reshape(3, T * H, L, -1)
+        scores = torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0,
+                               alpha=1 / math.sqrt(q.shape[-1]))  # q·kᵀ / √d in one GEMM
+        weights = drop(torch.softmax(scores, dim=-1).view(T, H, L, L)).view(T * H, L, L)
+        attended = torch.bmm(weights, v).view(T, H, L, -1).transpose(1, 2).reshape(T, L, dim)
+        return self.out_proj(attended)
 
 
 class TransformerEncoderLayer(nn.Module):
     """``nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward)`` with its defaults
-    (post-norm, ReLU, dropout 0.1 at its four places, LayerNorm eps 1e-5) and its parameter
-    names; the dropout masks come from the batch's generator (identity when it is None)."""
+    (post-norm, ReLU, dropout at its four places, LayerNorm eps 1e-5) and its parameter
+    names; the dropout masks come from the caller (:class:`DropoutMasks`)."""
 
-    def __init__(self, dim: int, num_heads: int, feedforward: int, dropout_p: float = 0.1):
+    def __init__(self, dim: int, num_heads: int, feedforward: int):
         super().__init__()
-        self.dropout_p = dropout_p
-        self.self_attn = SelfAttention(dim, num_heads, dropout_p)
+        self.self_attn = SelfAttention(dim, num_heads)
         self.linear1 = nn.Linear(dim, feedforward)
         self.linear2 = nn.Linear(feedforward, dim)
         self.norm1 = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim)
 
-    def forward(self, x: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
-        p = self.dropout_p
-        x = self.norm1(x + dropout(self.self_attn(x, generator), p, generator))
-        hidden = dropout(F.relu(self.linear1(x)), p, generator)
-        return self.norm2(x + dropout(self.linear2(hidden), p, generator))
+    def dropout_shapes(self, T: int, L: int) -> List[Tuple[int, ...]]:
+        """The shapes :meth:`forward` drops, in order, for T sequences of L tokens."""
+        dim, H = self.linear1.in_features, self.self_attn.num_heads
+        return [(T, H, L, L), (T, L, dim), (T, L, self.linear1.out_features), (T, L, dim)]
+
+    def forward(self, x: Tensor, drop=_identity) -> Tensor:
+        x = self.norm1(x + drop(self.self_attn(x, drop)))
+        hidden = drop(F.relu(self.linear1(x)))
+        return self.norm2(x + drop(self.linear2(hidden)))
 
 
 class GroupTransformerFusion(nn.Module):
@@ -97,14 +133,16 @@ class GroupTransformerFusion(nn.Module):
 
     Args:
         dim: feature width (256); num_layers: encoder layers (2); num_heads: 8;
-        feedforward: hidden width of the feed-forward (1024 = 4 · dim); dropout_p: 0.1.
+        feedforward: hidden width of the feed-forward (1024 = 4 · dim); dropout_p: the
+            encoder's dropout (0.1, ``nn.TransformerEncoderLayer``'s default), drawn from the
+            batch's generator in training (all masks of a pass in one draw).
     """
 
     def __init__(self, dim: int = 256, num_layers: int = 2, num_heads: int = 8,
                  feedforward: int = 1024, dropout_p: float = 0.1):
         super().__init__()
-        self.layers = nn.ModuleList(TransformerEncoderLayer(dim, num_heads, feedforward,
-                                                            dropout_p)
+        self.dropout_p = dropout_p
+        self.layers = nn.ModuleList(TransformerEncoderLayer(dim, num_heads, feedforward)
                                     for _ in range(num_layers))
         self.attn = nn.Linear(dim, 1)
 
@@ -112,8 +150,13 @@ class GroupTransformerFusion(nn.Module):
         """(B, G, C, Ns) -> (B, C, Ns)."""
         B, G, C, Ns = groups.shape
         tokens = groups.permute(0, 3, 1, 2).reshape(B * Ns, G, C)
+        drop = _identity
+        if generator is not None and self.dropout_p > 0:
+            drop = DropoutMasks([s for layer in self.layers
+                                 for s in layer.dropout_shapes(B * Ns, G)],
+                                self.dropout_p, generator, tokens)
         for layer in self.layers:
-            tokens = layer(tokens, generator)
+            tokens = layer(tokens, drop)
         weights = torch.softmax(self.attn(tokens), dim=1)  # (B·Ns, G, 1)
         return (tokens * weights).sum(dim=1).view(B, Ns, C).transpose(1, 2)
 
@@ -246,7 +289,8 @@ class StackedInteractiveGroups(nn.Module):
         qkv = torch.baddbmm(self.qkv_bias.view(G, 1, 3 * D), tokens,
                             self.qkv_weight.view(G, 3 * D, D).transpose(1, 2))
         q, key, v = qkv.view(G * B * Ns, k, 3, D).unbind(2)
-        weights = torch.softmax(q @ key.transpose(-1, -2) / math.sqrt(D), dim=-1)
+        weights = torch.softmax(torch.baddbmm(q.new_empty(()), q, key.transpose(1, 2), beta=0,
+                                              alpha=1 / math.sqrt(D)), dim=-1)
         weights = dropout(weights, self.attention_dropout, generator)
         attended = torch.baddbmm(self.out_bias[:, None], (weights @ v).view(G, -1, D),
                                  self.out_weight.transpose(1, 2))
