@@ -188,6 +188,7 @@ class StackedInteractiveGroups(nn.Module):
         #: (stacked name, per-group suffix, per-group shape, index along the stacked tensor's
         #: second axis or None) of every per-group tensor, in InteractiveCylinderCrop's order
         self._layout: List[Tuple[str, str, Tuple[int, ...], Optional[int]]] = []
+        self._counters: List[Tensor] = []
         self.mlp_depth = self._stack_mlp('mlp', [c.mlp for c in crops])
         attention = [c.attention for c in crops]
         self._stack('qkv_weight', [torch.stack([a.query.weight, a.key.weight, a.value.weight])
@@ -204,6 +205,8 @@ class StackedInteractiveGroups(nn.Module):
             self._stack(name, [getattr(getattr(a, module), tail) for a in attention],
                         f'attention.{part}')
         self.mlp2_depth = self._stack_mlp('mlp2', [c.mlp2 for c in crops])
+        self.register_buffer('num_batches_tracked', torch.stack(self._counters, 1).clone())
+        del self._counters
         self.register_state_dict_post_hook(StackedInteractiveGroups._per_group_state)
         self.register_load_state_dict_pre_hook(StackedInteractiveGroups._stack_state)
 
@@ -227,9 +230,13 @@ class StackedInteractiveGroups(nn.Module):
             for tail in ('weight', 'bias'):
                 self._stack(f'{name}{i}_bn_{tail}', [getattr(n, tail) for n in norms],
                             f'{name}.{3 * i + 1}.{tail}')
-            for tail in ('running_mean', 'running_var', 'num_batches_tracked'):
+            for tail in ('running_mean', 'running_var'):
                 self._stack(f'{name}{i}_{tail}', [getattr(n, tail) for n in norms],
                             f'{name}.{3 * i + 1}.{tail}', buffer=True)
+            # every norm's counter in one (G, norms) buffer: one increment a pass
+            self._counters.append(torch.stack([n.num_batches_tracked for n in norms]))
+            self._layout.append(('num_batches_tracked', f'{name}.{3 * i + 1}.num_batches_tracked',
+                                 (), len(self._counters) - 1))
         self.bn_momentum, self.bn_eps = mlps[0][1].momentum, mlps[0][1].eps
         return depth
 
@@ -265,8 +272,6 @@ class StackedInteractiveGroups(nn.Module):
         G = self.num_groups
         for i in range(depth):
             x = torch.bmm(getattr(self, f'{name}{i}_weight'), x)
-            if self.training:
-                getattr(self, f'{name}{i}_num_batches_tracked').add_(1)
             x = F.batch_norm(x.view(1, -1, x.shape[-1]),
                              getattr(self, f'{name}{i}_running_mean').view(-1),
                              getattr(self, f'{name}{i}_running_var').view(-1),
@@ -281,6 +286,8 @@ class StackedInteractiveGroups(nn.Module):
         """crops (G, 3 + C_in, B, Ns, k) (the groups' :meth:`InteractiveCylinderCrop.group`
         tensors, group axis first), seeds (B, Ns, 3) -> (G, C, B, Ns)."""
         G, _, B, Ns, k = crops.shape
+        if self.training:
+            self.num_batches_tracked.add_(1)
         x = self._mlp('mlp', self.mlp_depth, crops.reshape(G, -1, B * Ns * k))
         coords = seeds.permute(2, 0, 1)[None, :, :, :, None].expand(G, -1, -1, -1, k)
         tokens = torch.cat([x.view(G, -1, B, Ns, k), coords], dim=1)  # (G, D, B, Ns, k)

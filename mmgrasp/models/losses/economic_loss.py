@@ -2,6 +2,7 @@
 @7361bb6, weights of ``utils/arguments.py``)."""
 from typing import Dict
 
+import torch
 from torch import Tensor
 from torch.nn import functional as F
 
@@ -49,6 +50,7 @@ class EconomicGraspLoss:
         graspness = mean_where(graspness, objectness_label.bool())
         view = F.smooth_l1_loss(view_scores, targets['batch_grasp_view_graspness'])
         valid = targets['batch_valid_mask']
+        count = valid.sum().clamp(min=1)  # mean_where's divisor, once for the four terms
         score_label = (targets['batch_grasp_score'] * 10 / 2).long()
         per_seed = dict(
             angle=F.cross_entropy(grasp_pred['angle'], targets['batch_grasp_rotations'].long(),
@@ -59,5 +61,6 @@ class EconomicGraspLoss:
             width=F.smooth_l1_loss(grasp_pred['width'], targets['batch_grasp_width'] * 10,
                                    reduction='none'))
         terms = dict(objectness=objectness, graspness=graspness, view=view,
-                     **{k: mean_where(v, valid) for k, v in per_seed.items()})
+                     **{k: torch.where(valid, v, 0.0).sum() / count
+                        for k, v in per_seed.items()})
         return {f'loss_{k}': self.weights[k] * v for k, v in terms.items()}
