@@ -96,7 +96,7 @@ from typing import Dict, Iterator, List, Optional
 NO_LAUNCH = frozenset('aten::' + name for name in (
     'view', '_unsafe_view', 'reshape', '_reshape_alias', 'view_as', 'as_strided', 'as_strided_',
     'slice', 'select', 'narrow', 'transpose', 't', 'permute', 'expand', 'expand_as',
-    'unsqueeze', 'squeeze', 'flatten', 'unflatten', 'movedim', 'unbind', 'split',
+    'unsqueeze', 'squeeze', 'unsqueeze_', 'squeeze_', 'flatten', 'unflatten', 'movedim', 'unbind', 'split',
     'split_with_sizes', 'chunk', 'diagonal', 'alias', 'detach', 'detach_', 'lift_fresh',
     'resolve_conj', 'resolve_neg', 'contiguous', 'to', '_to_copy', 'clone', 'empty',
     'empty_strided', 'empty_like', 'new_empty', 'new_empty_strided', 'resize_', 'set_',

@@ -10,6 +10,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from .gsnet_heads import CloudCrop
@@ -140,8 +141,12 @@ class InteractiveGraspHead(nn.Module):
         """(B, C, Ns) -> angle (B, A + 1, Ns), depth (B, D + 1, Ns), width (B, Ns), score
         (B, 6, Ns) logits."""
         B, _, Ns = features.shape
-        tokens = torch.stack([self.embeddings[name](features) for name in self.KINDS], dim=-1)
-        tokens = tokens.permute(0, 2, 3, 1).reshape(B * Ns, len(self.KINDS), -1)
+        # the four 1x1 embeddings of the same features as one conv (one launch, and one in
+        # each of its backward products, instead of four)
+        weight = torch.cat([self.embeddings[name].weight for name in self.KINDS])
+        bias = torch.cat([self.embeddings[name].bias for name in self.KINDS])
+        tokens = F.conv1d(features, weight, bias).view(B, len(self.KINDS), -1, Ns)
+        tokens = tokens.permute(0, 3, 1, 2).reshape(B * Ns, len(self.KINDS), -1)
         tokens = self.attention(tokens, generator).view(B, Ns, len(self.KINDS), -1)
         out = {name: self.outputs[name](tokens[:, :, i].transpose(1, 2))
                for i, name in enumerate(self.KINDS)}

@@ -158,7 +158,8 @@ class GroupTransformerFusion(nn.Module):
         for layer in self.layers:
             tokens = layer(tokens, drop)
         weights = torch.softmax(self.attn(tokens), dim=1)  # (B·Ns, G, 1)
-        return (tokens * weights).sum(dim=1).view(B, Ns, C).transpose(1, 2)
+        fused = torch.bmm(weights.transpose(1, 2), tokens)  # Σ_g w_g · token_g, one product
+        return fused.view(B, Ns, C).transpose(1, 2)
 
 
 class StackedInteractiveGroups(nn.Module):
@@ -304,7 +305,8 @@ class StackedInteractiveGroups(nn.Module):
         normed = F.layer_norm(tokens + attended, (D, ))
         normed = torch.addcmul(self.norm_bias[:, None], normed, self.norm_weight[:, None])
         x = self._mlp('mlp2', self.mlp2_depth, normed.transpose(1, 2))
-        return x.view(G, -1, B * Ns, k).amax(dim=3).view(G, -1, B, Ns)
+        # max pooling over the k points (max_pool2d's gradient: to one maximum, not shared)
+        return x.view(G, -1, B * Ns, k).max(dim=3).values.view(G, -1, B, Ns)
 
 
 @MODELS.register_module()
@@ -348,13 +350,16 @@ class MultiScaleInteractiveCrop(nn.Module):
         idx = cylinder_queries(seeds, seeds, rotations, groups.radii, groups.hmin,
                                (groups.hmax, ), groups.nsample)[:, 0]  # (G, B, Ns, k)
         G, B, Ns, k = idx.shape
-        flat = idx.permute(1, 0, 2, 3).reshape(B, G * Ns * k)
-        grouped = group_points(torch.cat([seeds.transpose(1, 2), features], 1), flat)
-        grouped = grouped.view(B, -1, G, Ns, k)  # (B, 3 + C, G, Ns, k)
-        offsets = grouped[:, :3] - seeds.transpose(1, 2)[:, :, None, :, None]
-        local = torch.einsum('birns,bnij->rjbns', offsets, rotations)  # Rᵀ(q − c)
-        radii = local.new_tensor(groups.radii).view(G, 1, 1, 1, 1)
-        return torch.cat([local / radii, grouped[:, 3:].permute(2, 1, 0, 3, 4)], dim=1)
+        flat = idx.permute(1, 2, 0, 3).reshape(B, Ns * G * k)  # (B, Ns, G, k) order
+        # the coordinates carry no gradient (the seeds have none): gathered on their own, so
+        # the backward runs through the features' gather only
+        grouped_xyz = torch.gather(seeds, 1, flat[..., None].expand(-1, -1, 3))
+        offsets = grouped_xyz.view(B, Ns, G * k, 3) - seeds[:, :, None]
+        local = torch.matmul(offsets, rotations).view(B, Ns, G, k, 3)  # (Rᵀ(q − c))ᵀ
+        radii = local.new_tensor(groups.radii).view(1, 1, G, 1, 1)
+        grouped = group_points(features, flat).view(B, -1, Ns, G, k)
+        return torch.cat([(local / radii).permute(2, 4, 0, 1, 3),
+                          grouped.permute(3, 1, 0, 2, 4)], dim=1)
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:

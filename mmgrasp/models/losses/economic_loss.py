@@ -39,6 +39,16 @@ class EconomicGraspLoss:
                  width: float = 10.0):
         self.weights = dict(objectness=objectness, graspness=graspness, view=view, angle=angle,
                             depth=depth, score=score, width=width)
+        self._vectors: Dict[tuple, Tensor] = {}
+
+    def _weight_vector(self, names: tuple, like: Tensor) -> Tensor:
+        """The weights of ``names`` on ``like``'s device and dtype, made once per device (no
+        host-to-device copy per iteration)."""
+        key = (names, like.device, like.dtype)
+        if key not in self._vectors:
+            self._vectors[key] = torch.tensor([self.weights[k] for k in names],
+                                              dtype=like.dtype, device=like.device)
+        return self._vectors[key]
 
     def __call__(self, objectness_logits: Tensor, graspness_pred: Tensor,
                  objectness_label: Tensor, graspness_label: Tensor, view_scores: Tensor,
@@ -63,4 +73,6 @@ class EconomicGraspLoss:
         terms = dict(objectness=objectness, graspness=graspness, view=view,
                      **{k: torch.where(valid, v, 0.0).sum() / count
                         for k, v in per_seed.items()})
-        return {f'loss_{k}': self.weights[k] * v for k, v in terms.items()}
+        # weighted as one product (the same values as one product per term, 1 launch not 7)
+        weighted = torch.stack(list(terms.values())) * self._weight_vector(tuple(terms), objectness)
+        return {f'loss_{k}': v for k, v in zip(terms, weighted.unbind())}
