@@ -192,16 +192,22 @@ class StackedInteractiveGroups(nn.Module):
         self._counters: List[Tensor] = []
         self.mlp_depth = self._stack_mlp('mlp', [c.mlp for c in crops])
         attention = [c.attention for c in crops]
-        self._stack('qkv_weight', [torch.stack([a.query.weight, a.key.weight, a.value.weight])
-                                   for a in attention], None)
+        # the projection weights stored transposed, (D_in, [3,] D_out) a group, as the batched
+        # products take them (their gradients then need no copy to the parameter's layout)
+        self._transposed = frozenset(('qkv_weight', 'out_weight'))
+        self._stack('qkv_weight', [torch.stack([a.query.weight.T, a.key.weight.T,
+                                                a.value.weight.T], dim=1) for a in attention],
+                    None)
         self._stack('qkv_bias', [torch.stack([a.query.bias, a.key.bias, a.value.bias])
                                  for a in attention], None)
         dim = first.attention.query.weight.shape[0]
         for i, proj in enumerate(('query', 'key', 'value')):
             self._layout += [('qkv_weight', f'attention.{proj}.weight', (dim, dim), i),
                              ('qkv_bias', f'attention.{proj}.bias', (dim, ), i)]
-        for name, part in (('out_weight', 'out.weight'), ('out_bias', 'out.bias'),
-                           ('norm_weight', 'norm.weight'), ('norm_bias', 'norm.bias')):
+        self._stack('out_weight', [a.out.weight.T for a in attention], 'attention.out.weight',
+                    shape=tuple(first.attention.out.weight.shape))
+        for name, part in (('out_bias', 'out.bias'), ('norm_weight', 'norm.weight'),
+                           ('norm_bias', 'norm.bias')):
             module, tail = part.split('.')
             self._stack(name, [getattr(getattr(a, module), tail) for a in attention],
                         f'attention.{part}')
@@ -247,7 +253,11 @@ class StackedInteractiveGroups(nn.Module):
                    dict.fromkeys(entry[0] for entry in self._layout)}
         for g in range(self.num_groups):
             for name, suffix, shape, part in self._layout:
-                value = stacked[name][g] if part is None else stacked[name][g, part]
+                value = stacked[name][g]
+                if name in self._transposed:
+                    value = (value if part is None else value[:, part]).T
+                elif part is not None:
+                    value = value[part]
                 state[f'{prefix}{g}.{suffix}'] = value.reshape(shape)
 
     def _stack_state(self, state: Dict[str, Tensor], prefix: str, *args) -> None:
@@ -263,7 +273,11 @@ class StackedInteractiveGroups(nn.Module):
             per_group = []
             for row in keys:
                 parts = [state.pop(k) for k in row]
-                value = torch.stack(parts) if entries[0][3] is not None else parts[0]
+                if name in self._transposed:
+                    parts = [p.T for p in parts]
+                    value = torch.stack(parts, 1) if entries[0][3] is not None else parts[0]
+                else:
+                    value = torch.stack(parts) if entries[0][3] is not None else parts[0]
                 per_group.append(value.reshape(target.shape[1:]))
             state[prefix + name] = torch.stack(per_group)
 
@@ -295,13 +309,13 @@ class StackedInteractiveGroups(nn.Module):
         D = tokens.shape[1]
         tokens = tokens.view(G, D, -1).transpose(1, 2)  # (G, M, D), a view
         qkv = torch.baddbmm(self.qkv_bias.view(G, 1, 3 * D), tokens,
-                            self.qkv_weight.view(G, 3 * D, D).transpose(1, 2))
+                            self.qkv_weight.view(G, D, 3 * D))
         q, key, v = qkv.view(G * B * Ns, k, 3, D).unbind(2)
         weights = torch.softmax(torch.baddbmm(q.new_empty(()), q, key.transpose(1, 2), beta=0,
                                               alpha=1 / math.sqrt(D)), dim=-1)
         weights = dropout(weights, self.attention_dropout, generator)
         attended = torch.baddbmm(self.out_bias[:, None], (weights @ v).view(G, -1, D),
-                                 self.out_weight.transpose(1, 2))
+                                 self.out_weight)
         normed = F.layer_norm(tokens + attended, (D, ))
         normed = torch.addcmul(self.norm_bias[:, None], normed, self.norm_weight[:, None])
         x = self._mlp('mlp2', self.mlp2_depth, normed.transpose(1, 2))
