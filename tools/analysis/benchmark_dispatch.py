@@ -102,7 +102,9 @@ NO_LAUNCH = frozenset('aten::' + name for name in (
     'empty_strided', 'empty_like', 'new_empty', 'new_empty_strided', 'resize_', 'set_',
     'result_type', 'size', 'stride', 'numel', 'dim', 'is_same_size', 'requires_grad_',
     'broadcast_tensors', 'is_nonzero', 'item', '_local_scalar_dense', '_assert_async',
-    'retain_grad', 'lift', '_has_compatible_shallow_copy_type', 'real', 'conj'))
+    'retain_grad', 'lift', '_has_compatible_shallow_copy_type', 'real', 'conj',
+    # a query of the build (convolution's algorithm choice, on every device): no kernel
+    '_nnpack_available'))
 #: Ops whose result the host waits for (the outermost is counted).
 SYNCS = frozenset('aten::' + name for name in (
     'nonzero', '_unique', '_unique2', 'unique_dim', 'unique_consecutive',
