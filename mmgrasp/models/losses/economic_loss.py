@@ -70,9 +70,10 @@ class EconomicGraspLoss:
             score=F.cross_entropy(grasp_pred['score'], score_label, reduction='none'),
             width=F.smooth_l1_loss(grasp_pred['width'], targets['batch_grasp_width'] * 10,
                                    reduction='none'))
+        # the four masked means as one: stacked, masked, summed per term, divided by the count
+        masked = torch.where(valid, torch.stack(list(per_seed.values())), 0.0).sum((1, 2))
         terms = dict(objectness=objectness, graspness=graspness, view=view,
-                     **{k: torch.where(valid, v, 0.0).sum() / count
-                        for k, v in per_seed.items()})
+                     **dict(zip(per_seed, (masked / count).unbind())))
         # weighted as one product (the same values as one product per term, 1 launch not 7)
         weighted = torch.stack(list(terms.values())) * self._weight_vector(tuple(terms), objectness)
         return {f'loss_{k}': v for k, v in zip(terms, weighted.unbind())}
