@@ -87,13 +87,15 @@ from typing import Callable, Dict, Iterator, List, Optional
 NO_LAUNCH = frozenset('aten::' + name for name in (
     'view', '_unsafe_view', 'reshape', '_reshape_alias', 'view_as', 'as_strided', 'as_strided_',
     'slice', 'select', 'narrow', 'transpose', 't', 'permute', 'expand', 'expand_as',
-    'unsqueeze', 'squeeze', 'flatten', 'unflatten', 'movedim', 'unbind', 'split',
+    'unsqueeze', 'squeeze', 'unsqueeze_', 'squeeze_', 'flatten', 'unflatten', 'movedim', 'unbind', 'split',
     'split_with_sizes', 'chunk', 'diagonal', 'alias', 'detach', 'detach_', 'lift_fresh',
     'resolve_conj', 'resolve_neg', 'contiguous', 'to', '_to_copy', 'clone', 'empty',
     'empty_strided', 'empty_like', 'new_empty', 'new_empty_strided', 'resize_', 'set_',
     'result_type', 'size', 'stride', 'numel', 'dim', 'is_same_size', 'requires_grad_',
     'broadcast_tensors', 'is_nonzero', 'item', '_local_scalar_dense', '_assert_async',
-    'retain_grad', 'lift', '_has_compatible_shallow_copy_type', 'real', 'conj'))
+    'retain_grad', 'lift', '_has_compatible_shallow_copy_type', 'real', 'conj',
+    # a query of the build (convolution's algorithm choice, on every device): no kernel
+    '_nnpack_available'))
 #: Ops whose result the host waits for (the outermost is counted).
 SYNCS = frozenset('aten::' + name for name in (
     'nonzero', '_unique', '_unique2', 'unique_dim', 'unique_consecutive',

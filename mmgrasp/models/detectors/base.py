@@ -1,9 +1,11 @@
 """What every grasp detector shares: mmengine's forward modes, part timing, the grasp rows."""
-from typing import Dict, List, Optional
+from collections import OrderedDict
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 from mmengine.model import BaseModel
+from mmengine.utils import is_list_of
 from torch import Tensor
 
 from mmgrasp.geometry import ModelFreeCollisionDetector
@@ -99,6 +101,26 @@ class GraspDetector(BaseModel):
 
     def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
         raise NotImplementedError
+
+    def parse_losses(self, losses: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """mmengine's ``BaseModel.parse_losses`` (every term's mean logged, the total of the
+        terms whose name holds 'loss' first, as 'loss'), with the total as one stack and one
+        sum instead of one add per term, and no mean of a term that already is a scalar
+        (mmengine launches a mean and an add per term: 14 kernels for EconomicGrasp's 7). The
+        gradients are the same; the logged total may differ from a left-to-right sum in the
+        last bit."""
+        log_vars = []
+        for name, value in losses.items():
+            if isinstance(value, Tensor):
+                log_vars.append([name, value if value.dim() == 0 else value.mean()])
+            elif is_list_of(value, Tensor):
+                log_vars.append([name, sum(v.mean() for v in value)])
+            else:
+                raise TypeError(f'{name} is not a tensor or list of tensors')
+        terms = [value for name, value in log_vars if 'loss' in name]
+        loss = torch.stack(terms).sum() if terms else torch.zeros(())
+        log_vars.insert(0, ['loss', loss])
+        return loss, OrderedDict(log_vars)
 
     def loss(self, inputs: dict, data_samples: List[GraspDataSample]) -> Dict[str, Tensor]:
         raise NotImplementedError

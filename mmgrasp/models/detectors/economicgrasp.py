@@ -42,6 +42,9 @@ class EconomicGrasp(GraspDetector):
         point_ops: the point-op backend (see :class:`GraspDetector`).
     """
 
+    #: the crop module after the view selection (FineGrasp swaps in its multi-scale crop)
+    crop_type = InteractiveCylinderCrop
+
     def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,
                  graspness_threshold: float = 0.1, seed: int = 0, num_views: int = 300,
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
@@ -53,7 +56,7 @@ class EconomicGrasp(GraspDetector):
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)
         self.approach_head = ApproachHead(channels, num_views)
-        self.crop = InteractiveCylinderCrop(channels, **(crop or {}))
+        self.crop = self.crop_type(channels, **(crop or {}))
         self.grasp_head = InteractiveGraspHead(self.crop.out_channels, num_angles, num_depths,
                                                **(head or {}))
         self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
@@ -78,7 +81,7 @@ class EconomicGrasp(GraspDetector):
         missing = [i for i, s in enumerate(data_samples or [None])
                    if s is None or 'economic_labels' not in s]
         if missing:
-            raise KeyError(f'EconomicGrasp.loss needs each data sample\'s economic_labels (none '
+            raise KeyError(f'{type(self).__name__}.loss needs each data sample\'s economic_labels (none '
                            f'in samples {missing}): add LoadEconomicLabels and PackGraspInputs '
                            f'to the training pipeline')
         out = self._seed_stage(inputs)
@@ -93,7 +96,7 @@ class EconomicGrasp(GraspDetector):
         pred = self._grasp_stage(out, targets['batch_grasp_view_rot'], seed_features, generator)
         if pred['angle'].shape[1] != self.num_angles + 1 or \
                 targets['batch_grasp_view_graspness'].shape != view_scores.shape:
-            raise ValueError(f'EconomicGrasp predicts {self.num_angles + 1} angle classes and '
+            raise ValueError(f'{type(self).__name__} predicts {self.num_angles + 1} angle classes and '
                              f'view scores {tuple(view_scores.shape)}; the labels give view '
                              f'graspness {tuple(targets["batch_grasp_view_graspness"].shape)}: '
                              f'set num_views/num_angles to the labels')

@@ -64,10 +64,12 @@ class GSNet(GraspDetector):
         self.seed = seed
         self.num_depths = num_depths
 
-    def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
+    def _seed_stage(self, inputs: dict, feats: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """``feats`` (B, N, C_in): the backbone's per-point input features (None: the
+        backbone's default, GSNet's all ones)."""
         points = inputs['points']
         with self.timer('backbone'):
-            features = self.backbone(points)
+            features = self.backbone(points) if feats is None else self.backbone(points, feats)
             objectness, graspness = self.graspable_head(features)
         with self.timer('seed_selection'):
             graspable = (objectness.argmax(dim=1) == 1) & (graspness > self.graspness_threshold)

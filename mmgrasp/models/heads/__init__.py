@@ -1,4 +1,6 @@
 from .economic_heads import AttentionBlock, InteractiveCylinderCrop, InteractiveGraspHead
+from .finegrasp_heads import (GroupTransformerFusion, MultiScaleInteractiveCrop,
+                              TransformerEncoderLayer)
 from .gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from .graspnet_heads import (ApproachNet, DepthCloudCrop, MultiScaleCloudCrop, OperationNet,
                              ToleranceNet)
@@ -6,5 +8,6 @@ from .graspnet_heads import (ApproachNet, DepthCloudCrop, MultiScaleCloudCrop, O
 __all__ = [
     'ApproachHead', 'ApproachNet', 'AttentionBlock', 'InteractiveCylinderCrop',
     'InteractiveGraspHead', 'CloudCrop', 'DepthCloudCrop', 'GraspableHead',
+    'GroupTransformerFusion', 'MultiScaleInteractiveCrop', 'TransformerEncoderLayer',
     'MultiScaleCloudCrop', 'OperationNet', 'SWADHead', 'ToleranceNet',
 ]

@@ -10,6 +10,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from .gsnet_heads import CloudCrop
@@ -51,9 +52,12 @@ class AttentionBlock(nn.Module):
     def forward(self, tokens: Tensor, generator: Optional[torch.Generator] = None) -> Tensor:
         """Self-attention of ``tokens`` (T, L, dim) -> (T, L, dim)."""
         T, L, dim = tokens.shape
-        heads = [proj(tokens).view(T, L, self.num_heads, -1).transpose(1, 2)
-                 for proj in (self.query, self.key, self.value)]
-        q, k, v = heads
+        # the three projections as one product (their backward too: one instead of three)
+        projs = (self.query, self.key, self.value)
+        qkv = F.linear(tokens, torch.cat([p.weight for p in projs]),
+                       torch.cat([p.bias for p in projs]))
+        q, k, v = (x.view(T, L, self.num_heads, -1).transpose(1, 2)
+                   for x in qkv.split(dim, dim=-1))
         weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
         weights = dropout(weights, self.attention_dropout, generator)
         attended = (weights @ v).transpose(1, 2).reshape(T, L, dim)
@@ -91,7 +95,13 @@ class InteractiveCylinderCrop(CloudCrop):
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
-        grouped = self.mlp(self.group(seeds, features, rotations))  # (B, C, Ns, k)
+        return self.interact(self.group(seeds, features, rotations), seeds, generator)
+
+    def interact(self, crop: Tensor, seeds: Tensor,
+                 generator: Optional[torch.Generator] = None) -> Tensor:
+        """Grouped crop (B, 3 + C_in, Ns, k) (:meth:`group`'s) -> (B, C, Ns): the MLP, the
+        seed coordinates appended, attention among the k points, the second MLP, max pool."""
+        grouped = self.mlp(crop)  # (B, C, Ns, k)
         B, C, Ns, k = grouped.shape
         coords = seeds.transpose(1, 2)[..., None].expand(-1, -1, -1, k)
         tokens = torch.cat([grouped, coords], dim=1).permute(0, 2, 3, 1).reshape(B * Ns, k, C + 3)
@@ -134,8 +144,12 @@ class InteractiveGraspHead(nn.Module):
         """(B, C, Ns) -> angle (B, A + 1, Ns), depth (B, D + 1, Ns), width (B, Ns), score
         (B, 6, Ns) logits."""
         B, _, Ns = features.shape
-        tokens = torch.stack([self.embeddings[name](features) for name in self.KINDS], dim=-1)
-        tokens = tokens.permute(0, 2, 3, 1).reshape(B * Ns, len(self.KINDS), -1)
+        # the four 1x1 embeddings of the same features as one conv (one launch, and one in
+        # each of its backward products, instead of four)
+        weight = torch.cat([self.embeddings[name].weight for name in self.KINDS])
+        bias = torch.cat([self.embeddings[name].bias for name in self.KINDS])
+        tokens = F.conv1d(features, weight, bias).view(B, len(self.KINDS), -1, Ns)
+        tokens = tokens.permute(0, 3, 1, 2).reshape(B * Ns, len(self.KINDS), -1)
         tokens = self.attention(tokens, generator).view(B, Ns, len(self.KINDS), -1)
         out = {name: self.outputs[name](tokens[:, :, i].transpose(1, 2))
                for i, name in enumerate(self.KINDS)}

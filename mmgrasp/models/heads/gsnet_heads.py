@@ -52,7 +52,7 @@ class ApproachHead(nn.Module):
         high = scores.amax(dim=-1, keepdim=True)
         weights = (scores - low) / (high - low + 1e-8)
         flat = weights.reshape(-1, weights.shape[-1])
-        flat = torch.where(flat.sum(-1, keepdim=True) > 0, flat, torch.ones_like(flat))
+        flat = torch.where(flat.sum(-1, keepdim=True) > 0, flat, 1.0)
         # torch.multinomial(flat, 1, generator=generator) draws exactly this (argmax of p / q,
         # q ~ Exp(1): its one-sample path on every device) after checking p on the host (an
         # item() on the CPU); p here is in [0, 1] with a positive sum by construction

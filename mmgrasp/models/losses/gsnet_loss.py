@@ -51,4 +51,4 @@ class GSNetLoss:
 def mean_where(values: Tensor, mask: Tensor) -> Tensor:
     """Mean of ``values`` where ``mask``; 0 (with a zero gradient) on an empty mask. On the
     device: no ``values[mask]`` (a nonzero, and another in its backward), no test of the mask."""
-    return torch.where(mask, values, values.new_zeros(())).sum() / mask.sum().clamp(min=1)
+    return torch.where(mask, values, 0.0).sum() / mask.sum().clamp(min=1)
