@@ -73,3 +73,15 @@ def test_the_demo_ap_in_the_quick_start_is_the_recorded_runs():
     longer = {r[1].strip(): float(r[2].split()[0]) for r in rows}
     assert f'reach {longer["18"]:.2f}' in readme and 'grasps 100.00' in readme
     assert '100.00' in section  # the label ceiling, measured
+
+
+def test_get_started_gives_the_readme_quick_start_verbatim():
+    """The two Quick start commands appear on the Get started page exactly as in the README
+    (where test_ci_run and test_readme_demo check them)."""
+    def bash_blocks(*parts):
+        with open(os.path.join(REPO, *parts), encoding='utf-8') as f:
+            return re.findall(r'```bash\n(.*?)\n```', f.read(), re.S)
+    quick_start = bash_blocks('README.md')[:2]
+    assert len(quick_start) == 2 and all('pip install torch==2.13.0' in c for c in quick_start)
+    guide = bash_blocks('docs', 'get_started.md')
+    assert all(command in guide for command in quick_start), (quick_start, guide)
