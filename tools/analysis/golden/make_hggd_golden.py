@@ -231,9 +231,9 @@ def golden_labels() -> dict:
     rng = np.random.default_rng(4)
     out = {}
     labels = []
-    for frame, n in enumerate((700, 40, 0)):
-        centers_2d = rng.uniform((600, 320), (700, 380), (n, 2))
-        depths = rng.uniform(598, 606, n)
+    for frame, n in enumerate((2000, 40, 0)):  # frame 0: more than 500 within 2 cm
+        centers_2d = rng.uniform((620, 330), (680, 370), (n, 2))
+        depths = rng.uniform(599, 603, n)
         labels.append(dict(centers_2d=centers_2d, center_z_depths=depths,
                            thetas_rad=rng.uniform(-np.pi, np.pi, n).astype(np.float32),
                            gammas_rad=rng.uniform(-1.4, 1.4, n),
