@@ -366,13 +366,14 @@ def golden_collision() -> dict:
     cloud = np.concatenate([rng.uniform((-0.1, -0.1, 0.5), (0.1, 0.1, 0.52), (1500, 3)),
                             rng.uniform((-0.03, -0.03, 0.44), (0.03, 0.03, 0.5), (800, 3))])
     cloud = np.unique(np.floor(cloud / 0.01), axis=0) * 0.01 + 0.005  # one point per voxel
-    n = 300
-    angles = rng.uniform(-np.pi, np.pi, (n, 3))
-    rotations = np.stack([_euler_xyz(a) for a in angles])
-    rotations[:, :, 0] *= np.sign(rotations[:, 2:3, 0] + 1e-9)  # approach away from camera
-    rotations[:, :, 1] = np.cross(rotations[:, :, 2], rotations[:, :, 0])
-    translations = rng.uniform((-0.05, -0.05, 0.42), (0.05, 0.05, 0.5), (n, 3))
-    widths = rng.uniform(0.01, 0.1, n)
+    n = 300  # grasps from above the small box, approach about +z, some hitting it
+    approach = np.array([0, 0, 1.0]) + rng.normal(0, 0.3, (n, 3))
+    approach /= np.linalg.norm(approach, axis=1, keepdims=True)
+    side = np.cross(approach, rng.normal(0, 1, (n, 3)))
+    side /= np.linalg.norm(side, axis=1, keepdims=True)
+    rotations = np.stack([approach, side, np.cross(approach, side)], axis=2)
+    translations = rng.uniform((-0.03, -0.03, 0.43), (0.03, 0.03, 0.47), (n, 3))
+    widths = rng.uniform(0.03, 0.1, n)
     group = types.SimpleNamespace(translations=translations, rotations=rotations,
                                   widths=widths, size=n)
     detector = ModelFreeCollisionDetector(torch.from_numpy(cloud).float(), voxel_size=0.01,
@@ -380,15 +381,6 @@ def golden_collision() -> dict:
     keep = detector.detect(group, approach_dist=0.05)
     return dict(cloud=cloud, translations=translations, rotations=rotations, widths=widths,
                 no_collision=keep)
-
-
-def _euler_xyz(a) -> np.ndarray:
-    cx, cy, cz = np.cos(a)
-    sx, sy, sz = np.sin(a)
-    rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
-    ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
-    rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
-    return rx @ ry @ rz
 
 
 def golden_shift() -> dict:
