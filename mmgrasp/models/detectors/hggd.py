@@ -143,15 +143,16 @@ class HGGD(GraspDetector):
         with self.timer('losses'):
             losses = self.loss_fn.anchor_losses(out, inputs['targets'])
         batch = inputs['images'].shape[0]
+        generators = self.generators(data_samples, batch, inputs['images'].device)
         with torch.no_grad():
-            found = self._regions(inputs, out, self.train_centers, 0.0,
-                                  self.generators(data_samples, batch, inputs['images'].device))
+            found = self._regions(inputs, out, self.train_centers, 0.0, generators)
         if found is None or len(found[0]) < 2:  # BatchNorm needs two regions to train
             zero = out['loc_map'].new_zeros(())
             return {**losses, 'loss_multi_cls': zero, 'loss_offset': zero}
         regions, info, kept, centers = found
         with self.timer('head'):
-            pred, offset = self.local_net(regions, info)
+            keep = dropout_mask(self.local_net, kept.host_frame, generators)
+            pred, offset = self.local_net(regions, info, keep)
         with self.timer('assigner'):
             soft, offset_labels = self.assign(inputs, kept, centers)
         with self.timer('losses'):
@@ -220,6 +221,20 @@ class HGGD(GraspDetector):
             sample.pred_grasps = torch.from_numpy(frame_rows.astype(np.float32)).to(rows.device)
             results.append(sample)
         return results
+
+
+def dropout_mask(local_net, frames: np.ndarray, generators: List[torch.Generator]
+                 ) -> Optional[Tensor]:
+    """The local network's dropout mask (V, width) for regions of ``frames`` (host, frame-
+    major), each row drawn from its frame's generator: 1 / (1 − p) kept, 0 dropped."""
+    dropout = local_net.point_layer[2]
+    width = local_net.point_layer[0].out_features
+    if not isinstance(dropout, torch.nn.Dropout) or len(frames) == 0:
+        return None
+    device = local_net.point_layer[0].weight.device
+    parts = [torch.rand(n, width, generator=generators[b], device=device) >= dropout.p
+             for b, n in enumerate(np.bincount(frames, minlength=len(generators)).tolist()) if n]
+    return torch.cat(parts).float() / (1 - dropout.p)
 
 
 def label_rows(grasps: Dict[str, Tensor], intrinsics: Tensor) -> Tensor:

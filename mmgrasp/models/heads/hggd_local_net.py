@@ -10,7 +10,7 @@ linear layer it scores the 7×7 (γ, β) anchors and regresses a centre offset f
 Modules carry the reference's names and are built in its order (its published weights load
 unchanged; a seeded construction draws the same initial weights).
 """
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -102,8 +102,13 @@ class PointMultiGraspNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight)
                 nn.init.constant_(m.bias, 0)
 
-    def forward(self, regions: Tensor, info: Tensor) -> Tuple[Tensor, Tensor]:
-        features = self.pointnet(regions.transpose(1, 2))
-        x = torch.cat([self.point_layer(features), self.info_layer(info)], 1)
+    def forward(self, regions: Tensor, info: Tensor, keep: Optional[Tensor] = None
+                ) -> Tuple[Tensor, Tensor]:
+        """``keep`` (R, 512): in training, the dropout mask (0 or 1 / (1 − p)) to use instead
+        of ``point_layer``'s own draw from the global generator (the detector draws it from
+        each frame's generator)."""
+        x = self.point_layer[1](self.point_layer[0](self.pointnet(regions.transpose(1, 2))))
+        x = x * keep if self.training and keep is not None else self.point_layer[2](x)
+        x = torch.cat([self.point_layer[3](x), self.info_layer(info)], 1)
         return self.anchor_mlp(x), self.offset_mlp(x).view(-1, self.num_anchors, 3)
 

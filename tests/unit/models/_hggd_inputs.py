@@ -36,7 +36,8 @@ def back_project(depth: np.ndarray) -> np.ndarray:
 def grasp_records(rng: np.random.Generator, depth: np.ndarray, n: int) -> dict:
     """n grasp records (the HGGDGrasps fields and dtypes) at pixels with depth."""
     u, v = np.nonzero(depth > 0)
-    pick = rng.choice(len(u), n) if n and len(u) else np.zeros(0, int)
+    n = n if len(u) else 0
+    pick = rng.choice(len(u), n) if n else np.zeros(0, int)
     return dict(centers_2d=np.stack([u[pick], v[pick]], 1).astype(np.float64).reshape(-1, 2),
                 opens_2d=np.zeros((n, 2)),
                 thetas_rad=rng.uniform(-np.pi, np.pi, n).astype(np.float32),
