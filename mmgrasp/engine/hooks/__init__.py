@@ -7,5 +7,5 @@ from .invalid_loss_hook import InvalidLossHook, NonFiniteLossError
 from .scale_statistic_hook import ScaleStatisticHook
 
 __all__ = ['BNMomentumHook', 'CheckpointLoadHook', 'ConfigHashHook', 'HGGDAnchorShiftHook',
-           'InitialCheckpointHook', 'InvalidLossHook', 'NonFiniteLossError', 'ScaleStatisticHook', 'canonical_config', 'config_diff',
-           'config_hash']
+           'InitialCheckpointHook', 'InvalidLossHook', 'NonFiniteLossError', 'ScaleStatisticHook',
+           'canonical_config', 'config_diff', 'config_hash']

@@ -95,7 +95,8 @@ def candidate_pixels(heat: Tensor, count: int, grid: int = 8):
     values = values.masked_fill(~inside.reshape(values.shape), float('-inf'))
     best = values.argmax(dim=2)  # the first maximum
     side = grid + 2
-    return xs.gather(2, (best // side)[..., None])[..., 0], ys.gather(2, (best % side)[..., None])[..., 0]
+    x = xs.gather(2, (best // side)[..., None])[..., 0]
+    return x, ys.gather(2, (best % side)[..., None])[..., 0]
 
 
 def decode_candidates(maps: Dict[str, Tensor], x: Tensor, y: Tensor, grid: int = 8,

@@ -31,7 +31,8 @@ def fuse_features(points: Tensor, features: Tensor, xyz_maps: Tensor, k: int = 8
 
 
 def crop_regions(cloud: Tensor, features: Tensor, centers: Tensor, frame: Tensor,
-                 frame_host: np.ndarray, radius: Tensor, generators: List[torch.Generator], num_points: int = 512, min_points: int = 32,
+                 frame_host: np.ndarray, radius: Tensor, generators: List[torch.Generator],
+                 num_points: int = 512, min_points: int = 32,
                  jitter: float = 5e-4) -> Tuple[Tensor, np.ndarray]:
     """``get_group_pc``: the region of each centre, (V, num_points, 3 + C) float32 (xyz
     relative to the centre, then the fused features), and the kept centres' indices (V,) on
@@ -77,8 +78,8 @@ def crop_regions(cloud: Tensor, features: Tensor, centers: Tensor, frame: Tensor
     positions = torch.where(large[:, None], fps, (picks * count_f).long())
     index = order.gather(1, positions)
     point = frame[:, None] * N + index
-    chosen = torch.where(large[:, None, None], xyz.gather(1, positions[..., None].expand(-1, -1, 3)),
-                         flat_cloud[point] + noise_out * jitter)
+    sampled = xyz.gather(1, positions[..., None].expand(-1, -1, 3))
+    chosen = torch.where(large[:, None, None], sampled, flat_cloud[point] + noise_out * jitter)
     local = (chosen.double() - centers[keep][:, None]).float()
     feats = features.reshape(B * N, -1)[point]
     return torch.cat([local, feats], dim=2), keep_host

@@ -115,9 +115,8 @@ def test_centers_equal_numpy_and_mutants_differ():
     logits = torch.from_numpy(rng.normal(0, 2, (2, 1, 64, 40)).astype(np.float32))
     logits[1, 0, 63, :] = 12  # the last row: never chosen
     maps = process_outputs({'loc_map': logits,
-                            'cls_mask': torch.randn(2, 6, 8, 5), 'theta_offset': torch.randn(2, 6, 8, 5),
-                            'depth_offset': torch.randn(2, 6, 8, 5),
-                            'width_offset': torch.randn(2, 6, 8, 5)})
+                            **{k: torch.randn(2, 6, 8, 5) for k in (
+                                'cls_mask', 'theta_offset', 'depth_offset', 'width_offset')}})
     c = select_centers(maps, 12, 0.2)
     for b in range(2):
         expected = np_centers(maps['heat'][b].numpy(), maps['cls'][b].numpy(),
@@ -247,8 +246,6 @@ def test_decode_rules_in_numpy():
                                                       np.cos(g) * np.sin(b)], 1), atol=1e-12)
         t = theta[i].item()
         r0 = np.array([[0, -np.cos(t), -np.sin(t)], [0, np.sin(t), -np.cos(t)], [1, 0, 0]])
-        rz = lambda a: np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])  # noqa
-        ry = lambda a: np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])  # noqa
         # within the 1e-8 the reference adds to the key-point norms (~1e-6 here)
         j = np.argmax(np.abs(g * b))
         np.testing.assert_allclose(r[j], r0 @ rz(g[j]) @ ry(b[j]), atol=5e-6)
@@ -264,6 +261,14 @@ def test_decode_rules_in_numpy():
 
 
 # ---- collision ----
+
+def rz(a):
+    return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+
+
+def ry(a):
+    return np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
+
 
 def collision_rows(g) -> np.ndarray:
     n = len(g['widths'])

@@ -167,7 +167,8 @@ def test_local_losses_equal_numpy():
     s = soft.float().numpy()
     assert float(losses['loss_multi_cls']) == pytest.approx(np_focal(pred.numpy(), s), rel=1e-5)
     m = (s > 0.99)[..., None].astype(np.float64)
-    expected = np_smooth_l1(offset.numpy() * m, labels.float().numpy() / 0.02 * m) / (m.sum() + 1e-6)
+    target = labels.float().numpy() / 0.02 * m
+    expected = np_smooth_l1(offset.numpy() * m, target) / (m.sum() + 1e-6)
     assert 0 < m.sum() < m.size
     assert float(losses['loss_offset']) == pytest.approx(expected, rel=1e-5)
     mutant = np_smooth_l1(offset.numpy() * m, labels.numpy() * m) / (m.sum() + 1e-6)  # no ÷ 0.02

@@ -39,7 +39,8 @@ def config(tmp_path):
     plain one (neither has state)."""
     text = "_base_ = ['{}']\n".format(os.path.join(REPO, 'configs', '_base_', 'models', 'hggd.py'))
     if 'HGGDDataPreprocessor' not in MODELS.module_dict:
-        text += "model = dict(data_preprocessor=dict(_delete_=True, type='GraspDataPreprocessor'))\n"
+        text += ("model = dict(data_preprocessor=dict(_delete_=True, "
+                 "type='GraspDataPreprocessor'))\n")
     path = tmp_path / 'hggd.py'
     path.write_text(text)
     return str(path)
