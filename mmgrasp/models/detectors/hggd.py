@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.geometry.collision import hggd_collision_free
+from mmgrasp.geometry import hggd_collision_free
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.utils.random import frame_rng, sample_rng
