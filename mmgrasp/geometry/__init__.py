@@ -16,7 +16,8 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
   empty_thresh=10) -> (collision, empty)`` for any point set; ``gripper_contacts`` -> (hit, empty)
 - ``ModelFreeCollisionDetector(cloud, voxel_size).detect(grasps, approach_dist,
   collision_thresh)``; ``filter_collisions(grasps, cloud, voxel_size=0.01,
-  approach_dist=0.05, collision_thresh=0.01)``
+  approach_dist=0.05, collision_thresh=0.01)``; ``hggd_collision_free(grasps, cloud)`` (HGGD's
+  test-time detector)
 - ``SignedDistanceField(data, origin, resolution)``, ``read_dexnet_sdf(path)``,
   ``parse_dexnet_sdf(path) -> (data, origin, resolution)``,
   ``write_dexnet_sdf(path, data, origin, resolution)``
@@ -27,7 +28,7 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
   gripper's ``GRASP_MAX_WIDTH`` / ``GRASP_HEIGHT`` (torch; :mod:`.grasp_frames`)
 """
 from .collision import (ModelFreeCollisionDetector, filter_collisions, gripper_collision,
-                        gripper_contacts)
+                        gripper_contacts, hggd_collision_free)
 from .contacts import close_jaws
 from .force_closure import (GRASPNET_FRICTION_COEFFICIENTS, antipodal_angles, force_closure,
                             force_closure_min_friction)
@@ -41,7 +42,8 @@ __all__ = [
     'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'antipodal_angles',
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',
-    'gripper_contacts', 'nearest_indices', 'parse_dexnet_sdf', 'quaternion_to_graspnet_pose',
+    'gripper_contacts', 'hggd_collision_free', 'nearest_indices', 'parse_dexnet_sdf',
+    'quaternion_to_graspnet_pose',
     'read_dexnet_sdf', 'table_points', 'transform_points', 'voxel_downsample',
     'write_dexnet_sdf'
 ]
