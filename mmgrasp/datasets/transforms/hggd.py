@@ -114,6 +114,8 @@ def greedy_centers(centers: np.ndarray, min_distance: float) -> np.ndarray:
     """(n,) bool: the centres ``draw_gaussian`` draws, in label order — those at least
     ``min_distance`` from every centre drawn before them. Only a position's first label can be
     drawn; each drawn centre blocks the disc around it on a grid, so a label costs one look-up."""
+    if min_distance <= 0:  # every distance qualifies, repeated positions too
+        return np.ones(len(centers), bool)
     kept = np.zeros(len(centers), bool)
     if not len(centers):
         return kept

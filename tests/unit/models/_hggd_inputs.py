@@ -22,7 +22,7 @@ class LoadRGBDFiles:
     def __call__(self, results: dict) -> dict:
         reader, scene, frame = results['reader'], results['scene'], results['frame']
         with Image.open(reader.frame_path(scene, 'rgb', frame)) as image:
-            results['rgb'] = np.asarray(image.convert('RGB'))
+            results['rgb'] = np.array(image.convert('RGB'))
         results['depth'] = reader.load_depth(scene, frame)
         meta = reader.load_meta(scene, frame)
         results['intrinsics'] = meta.intrinsics

@@ -13,6 +13,8 @@ from _hggd_rules import maintain_events, rules_rectangles, rules_targets
 from mmgrasp.datasets.transforms import hggd as worker
 from mmgrasp.models.utils import hggd_targets as targets
 
+pytestmark = pytest.mark.usefixtures('torch_one_thread')
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'hggd_targets_golden', 'golden.npz')
@@ -37,6 +39,7 @@ def golden():
     for name in CASES:
         rows = {k: data[f'{name}/{k}'] for k in worker.GRASP_FIELDS}
         cases[name] = dict(rows=rows, depth=case_depth(data, name),
+                           rects=rules_rectangles(rows, 1280, 640),
                            **{k: data[f'{name}/{k}'] for k in NAMES})
     return cases
 
@@ -82,23 +85,21 @@ def test_rules_equal_reference(golden, case):
     """The rules as written out (one label at a time) give the reference's targets: the golden
     checks the reading of the rules, not only the vectorised code."""
     g = golden[case]
-    rects = rules_rectangles(g['rows'], 1280, 640)
-    assert mismatches(rules_targets(rects, g['depth'].T.astype(np.float32), SIZE), g) == {}
+    assert mismatches(rules_targets(g['rects'], g['depth'].T.astype(np.float32), SIZE), g) == {}
 
 
 def test_golden_cases_exercise_the_quirks(golden):
     """The cases hold what the mutants need: wrapped θ, suppressed centres, cells with two or
     more labels, labels without depth and "maintain" events, labels outside the grid."""
     g = golden['scene']
-    rects = rules_rectangles(g['rows'], 1280, 640)
+    rects = g['rects']
     assert len(rects) < len(g['rows']['thetas_rad'])  # the score filter dropped rows
     assert (np.abs(g['rows']['thetas_rad']) > np.pi / 2).sum() > 100
     results = worker_rects(g['rows'], g['depth'])
     assert len(results['hggd_rects']['heat_centers']) < len(rects) / 2
     assert (g['cls_mask'] > 0.5).sum() > 100 and (g['cls_mask'] == np.float32(0.46211717)).any()
     holes = golden['holes']
-    assert maintain_events(rules_rectangles(holes['rows'], 1280, 640),
-                           holes['depth'].T.astype(np.float32), SIZE) >= 3
+    assert maintain_events(holes['rects'], holes['depth'].T.astype(np.float32), SIZE) >= 3
     assert (golden['one']['cls_mask'] > 0).sum() == 1
     assert not golden['none']['loc_map'].any() and not golden['none']['cls_mask'].any()
     assert not golden['no_depth']['depth_offset'].any() and golden['no_depth']['cls_mask'].any()
@@ -107,9 +108,8 @@ def test_golden_cases_exercise_the_quirks(golden):
 @pytest.mark.parametrize('case', ('scene', 'holes', 'no_depth'))
 def test_event_bound_covers_the_events(golden, case):
     g = golden[case]
-    rects = rules_rectangles(g['rows'], 1280, 640)
     bound = worker_rects(g['rows'], g['depth'])['hggd_max_events']
-    assert bound >= maintain_events(rects, g['depth'].T.astype(np.float32), SIZE)
+    assert bound >= maintain_events(g['rects'], g['depth'].T.astype(np.float32), SIZE)
 
 
 def test_too_small_event_bound_fails_loudly(golden):
@@ -143,7 +143,7 @@ def test_window_medians_match_numpy():
 
 
 # ------------------------------------------------------------------------------ mutants
-def _mutated(monkeypatch, golden, case='scene', **options):
+def _mutated(monkeypatch, golden, case='holes', **options):
     g = golden[case]
     return mismatches(device_targets(worker_rects(g['rows'], g['depth'], **options),
                                      g['depth']), g)
