@@ -135,11 +135,12 @@ def greedy_centers(centers: np.ndarray, min_distance: float) -> np.ndarray:
     return kept
 
 
-def max_depthless_labels(centers: np.ndarray, depth: np.ndarray, size: Tuple[int, int],
-                         ratio: int, half: int = 2) -> int:
-    """The most labels in one anchor cell whose depth-window median is 0 (no reading: more than
-    half the window's pixels are 0): a bound on the "maintain" events of any (anchor, cell)
-    that the device's loop needs without reading back from the device."""
+def maintain_events(centers: np.ndarray, thetas: np.ndarray, depth: np.ndarray,
+                    size: Tuple[int, int], ratio: int, anchor_k: int, half: int = 2) -> int:
+    """The most "maintain" events of any (anchor, cell): labels whose depth-window median is 0
+    (more than half the window's pixels without a reading) and that are not their (anchor,
+    cell)'s first. The device's loop runs that many passes, a count it cannot read back
+    without a sync."""
     height, width = depth.shape
     cells = (size[0] // ratio, size[1] // ratio)
     u, v = centers[:, 0] // ratio, centers[:, 1] // ratio
@@ -152,9 +153,13 @@ def max_depthless_labels(centers: np.ndarray, depth: np.ndarray, size: Tuple[int
               & (rows >= 0) & (rows < np.minimum(y + half, height - 1)[:, None, None]))
     zero = depth[rows.clip(0, height - 1), cols.clip(0, width - 1)] == 0
     depthless = inside & ((zero & window).sum((1, 2)) > window.sum((1, 2)) // 2)
-    if not depthless.any():
-        return 0
-    return int(np.bincount(u[depthless] * cells[1] + v[depthless]).max())
+    theta = np.clip(thetas.astype(np.float64), -np.pi / 2 + 1e-8, np.pi / 2 - 1e-8) + np.pi / 2
+    anchor = np.floor_divide(theta, np.pi / anchor_k).astype(np.int64)
+    key = np.where(inside, (anchor * cells[0] + u) * cells[1] + v, -1)
+    later = np.ones(len(key), bool)
+    later[np.unique(key, return_index=True)[1]] = False  # each group's first label
+    events = depthless & later
+    return int(np.bincount(key[events]).max()) if events.any() else 0
 
 
 @TRANSFORMS.register_module()
@@ -182,31 +187,34 @@ class LoadHGGDGrasps(BaseTransform):
     - hggd_rects (dict[str, np.ndarray]): ``centers`` ((m, 2) int32, input scale), ``widths``
       ((m,) float64, input scale), ``thetas`` ((m,) float32, wrapped), ``depths`` ((m,)
       float64, mm) and ``heat_centers`` ((h, 2) int32: the centres the heatmap draws)
-    - hggd_max_events (int): see :func:`max_depthless_labels`
+    - hggd_max_events (int): see :func:`maintain_events`
+    - hggd_grid (tuple): (W_in, H_in, ratio, anchor_k), checked by the preprocessor
 
     Args:
         input_size: (width, height) of the network's input (640, 360).
         max_grasps: rows kept for the targets (the reference's ``grasp_count``).
         min_width, min_score: the reference's ``load_from_dict`` filter (0, 0.8).
         min_center_distance: the heatmap's greedy rule, input pixels (the reference's 8).
-        ratio: anchor cell size, input pixels (8).
+        ratio, anchor_k: anchor cell size in input pixels (8) and θ anchors (6), as the
+            preprocessor's (they group the labels whose "maintain" events are counted here).
         cache_dir: the store's cache (default ``$MMGRASP_CACHE``).
     """
 
     def __init__(self, input_size: Sequence[int] = (640, 360), max_grasps: int = 5000,
                  min_width: float = 0., min_score: float = 0.8,
-                 min_center_distance: float = 8., ratio: int = 8,
+                 min_center_distance: float = 8., ratio: int = 8, anchor_k: int = 6,
                  cache_dir: Optional[str] = None):
-        if max_grasps < 1 or ratio < 1 or min_center_distance < 0:
-            raise ValueError(f'LoadHGGDGrasps: max_grasps ({max_grasps}) and ratio ({ratio}) '
-                             f'must be positive, min_center_distance ({min_center_distance}) '
-                             'non-negative')
+        if min(max_grasps, ratio, anchor_k) < 1 or min_center_distance < 0:
+            raise ValueError(f'LoadHGGDGrasps: max_grasps ({max_grasps}), ratio ({ratio}) and '
+                             f'anchor_k ({anchor_k}) must be positive, min_center_distance '
+                             f'({min_center_distance}) non-negative')
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.max_grasps = int(max_grasps)
         self.min_width = float(min_width)
         self.min_score = float(min_score)
         self.min_center_distance = float(min_center_distance)
         self.ratio = int(ratio)
+        self.anchor_k = int(anchor_k)
         self.cache_dir = cache_dir
 
     def store(self, reader):
@@ -242,15 +250,16 @@ class LoadHGGDGrasps(BaseTransform):
         results['hggd_rects'] = dict(centers=rect_centers, widths=widths, thetas=thetas,
                                      depths=grasps['center_z_depths'][keep],
                                      heat_centers=rect_centers[heat])
-        results['hggd_max_events'] = max_depthless_labels(rect_centers, depth, self.input_size,
-                                                          self.ratio)
+        results['hggd_max_events'] = maintain_events(rect_centers, thetas, depth,
+                                                     self.input_size, self.ratio, self.anchor_k)
+        results['hggd_grid'] = (*self.input_size, self.ratio, self.anchor_k)
         return results
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(input_size={self.input_size}, '
                 f'max_grasps={self.max_grasps}, min_width={self.min_width}, '
                 f'min_score={self.min_score}, min_center_distance={self.min_center_distance}, '
-                f'ratio={self.ratio})')
+                f'ratio={self.ratio}, anchor_k={self.anchor_k})')
 
 
 @TRANSFORMS.register_module()
@@ -303,16 +312,16 @@ class PackHGGDInputs(PackGraspInputs):
       GraspNet-1Billion's cameras (:func:`reference_intrinsics`; the layout is the reader's)
     - factor_depth (float), camera (str)
 
-    Optional Keys: hggd_grasps, hggd_rects, hggd_max_events (:class:`LoadHGGDGrasps`).
+    Optional Keys: hggd_grasps, hggd_rects, hggd_max_events, hggd_grid (:class:`LoadHGGDGrasps`).
 
     Packed: ``inputs`` {rgb, depth, point_pixels, intrinsics} as tensors of the same dtypes;
     ``data_sample.hggd_grasps`` and ``data_sample.hggd_rects`` (dicts of tensors); metainfo
-    ``factor_depth``, ``hggd_max_events`` and the ``meta_keys``.
+    ``factor_depth``, ``hggd_max_events``, ``hggd_grid`` and the ``meta_keys``.
     """
 
     def __init__(self, keys: Sequence[str] = ('rgb', 'depth', 'point_pixels', 'intrinsics'),
                  meta_keys: Sequence[str] = ('scene', 'frame', 'camera', 'sample_idx', 'epoch',
-                                             'factor_depth', 'hggd_max_events')):
+                                             'factor_depth', 'hggd_max_events', 'hggd_grid')):
         super().__init__(keys, meta_keys)
 
     def transform(self, results: dict) -> dict:

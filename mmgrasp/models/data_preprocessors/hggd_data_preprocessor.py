@@ -70,14 +70,20 @@ class HGGDDataPreprocessor(GraspDataPreprocessor):
         inputs = dict(images=self.images(raw['rgb'], depth), depths=depths,
                       points=self.points(depth, raw['point_pixels'], intrinsics),
                       xyz_maps=self.xyz_maps(depths, intrinsics), intrinsics=intrinsics)
+        tables = {}
         if all('hggd_grasps' in s for s in samples):
-            records = [s.hggd_grasps for s in samples]
-            columns, _ = self._move_ragged(records)
-            counts = [len(r['thetas_rad']) for r in records]
-            parts = {k: v.split(counts) for k, v in columns.items()}
-            inputs['grasps'] = [{k: p[b] for k, p in parts.items()} for b in range(len(records))]
+            tables['grasps'] = [s.hggd_grasps for s in samples]
         if training and all('hggd_rects' in s for s in samples):
-            inputs['targets'] = self.targets(samples, inputs['depths'])
+            tables['rects'] = [{k: v for k, v in s.hggd_rects.items() if k != 'heat_centers'}
+                               for s in samples]
+            tables['heat'] = [{'centers': s.hggd_rects['heat_centers']} for s in samples]
+        columns, owners = self._move_tables(tables)
+        if 'grasps' in tables:
+            counts = [len(r['thetas_rad']) for r in tables['grasps']]
+            parts = {k: v.split(counts) for k, v in columns['grasps'].items()}
+            inputs['grasps'] = [{k: p[b] for k, p in parts.items()} for b in range(len(samples))]
+        if 'rects' in tables:
+            inputs['targets'] = self.targets(samples, inputs['depths'], columns, owners)
         return {'inputs': inputs, 'data_samples': samples}
 
     def images(self, rgb: Tensor, depth: Tensor) -> Tensor:
@@ -110,38 +116,49 @@ class HGGDDataPreprocessor(GraspDataPreprocessor):
                   - intrinsics[:, 1, 2:3] / factor) / (intrinsics[:, 1, 1:2] / factor)).float()
         return torch.stack([ray_x[:, :, None] * z, ray_y[:, None, :] * z, z], 1)
 
-    def targets(self, samples: Sequence, depths: Tensor) -> Dict[str, Tensor]:
-        """The 2-D targets of the samples' rectangles on the x-major raw depth (mm)."""
-        rects, frames = self._move_ragged([
-            {k: v for k, v in s.hggd_rects.items() if k != 'heat_centers'} for s in samples])
-        heat, heat_frames = self._move_ragged([{'centers': s.hggd_rects['heat_centers']}
-                                               for s in samples])
+    def targets(self, samples: Sequence, depths: Tensor, columns: Dict[str, Dict[str, Tensor]],
+                owners: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        """The 2-D targets of the moved rectangles on the x-major raw depth (mm)."""
+        grid = (*self.input_size, self.ratio, self.anchor_k)
+        for s in samples:
+            if tuple(s.metainfo.get('hggd_grid', grid)) != grid:
+                raise ValueError(f'HGGDDataPreprocessor: the frames\' rectangles were made for '
+                                 f'(W_in, H_in, ratio, anchor_k) = {tuple(s.hggd_grid)}, the '
+                                 f'preprocessor renders {grid}: give LoadHGGDGrasps the same '
+                                 'input_size, ratio and anchor_k')
         max_events = max(int(s.metainfo.get('hggd_max_events', 0)) for s in samples)
+        rects = columns['rects']
         maps = render_anchor_maps(rects['centers'], rects['thetas'], rects['widths'],
-                                  rects['depths'], frames, depths, self.input_size, max_events,
-                                  self.ratio, self.anchor_k, self.anchor_w, self.anchor_z)
-        loc_map = render_heatmap(heat['centers'], heat_frames, len(samples), self.input_size,
-                                 self.heatmap_radius)
+                                  rects['depths'], owners['rects'], depths, self.input_size,
+                                  max_events, self.ratio, self.anchor_k, self.anchor_w,
+                                  self.anchor_z)
+        loc_map = render_heatmap(columns['heat']['centers'], owners['heat'], len(samples),
+                                 self.input_size, self.heatmap_radius)
         return dict(loc_map=loc_map, **maps)
 
-    def _move_ragged(self, frames: List[Dict[str, Tensor]]) -> Tuple[Dict[str, Tensor], Tensor]:
-        """Per-frame dicts of host tensors (the same keys, rows in the first dimension) on the
-        device, concatenated over the frames per key, one transfer per dtype; and the (rows,)
-        int64 frame of each row."""
-        counts = [len(next(iter(f.values()))) for f in frames]
-        owner = torch.repeat_interleave(torch.arange(len(frames)), torch.tensor(counts),
-                                        output_size=sum(counts))
-        columns = {k: torch.cat([f[k] for f in frames]) for k in frames[0]}
-        columns['\0owner'] = owner
-        groups: Dict[torch.dtype, List[str]] = {}
-        for key, column in columns.items():
-            groups.setdefault(column.dtype, []).append(key)
-        out = {}
-        for keys in groups.values():
-            moved = self._move(torch.cat([columns[k].reshape(-1) for k in keys]))
-            for key, part in zip(keys, moved.split([columns[k].numel() for k in keys])):
-                out[key] = part.view(columns[key].shape)
-        return out, out.pop('\0owner')
+    def _move_tables(self, tables: Dict[str, List[Dict[str, Tensor]]]
+                     ) -> Tuple[Dict[str, Dict[str, Tensor]], Dict[str, Tensor]]:
+        """Tables of per-frame host tensors (rows in the first dimension) on the device, one
+        transfer per dtype for all of them: per table, its columns concatenated over the frames
+        (contiguous views) and the (rows,) int64 frame of each row."""
+        pieces: Dict[torch.dtype, list] = {}
+        for table, frames in tables.items():
+            counts = [len(next(iter(f.values()))) for f in frames]
+            rows = sum(counts)
+            owner = torch.repeat_interleave(torch.arange(len(frames)), torch.tensor(counts),
+                                            output_size=rows)
+            for key in frames[0]:
+                parts = [f[key] for f in frames]
+                pieces.setdefault(parts[0].dtype, []).append(
+                    (table, key, (rows, *parts[0].shape[1:]), parts))
+            pieces.setdefault(torch.int64, []).append((table, '', (rows,), [owner]))
+        out: Dict[str, Dict[str, Tensor]] = {table: {} for table in tables}
+        for items in pieces.values():
+            moved = self._move(torch.cat([p.reshape(-1) for *_, parts in items for p in parts]))
+            sizes = [math.prod(shape) for _, _, shape, _ in items]
+            for (table, key, shape, _), part in zip(items, moved.split(sizes)):
+                out[table][key] = part.view(shape)
+        return out, {table: columns.pop('') for table, columns in out.items()}
 
 
 def _one_factor(samples: Sequence) -> float:

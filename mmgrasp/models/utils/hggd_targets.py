@@ -22,8 +22,8 @@ reference's x-major layout (maps indexed ``[x, y]``) and at the network's input 
 - The "maintain" rule: when a label without depth arrives at a cell that already holds labels
   and a positive depth sum, the sum is scaled by ``count / (count − 1)`` (the reference's
   ``base_grasp_dataset.py:231-235``). It depends on the running sum, so it is applied event by
-  event: ``max_events`` (a bound known on the host, from the worker) passes over the cells,
-  each a few elementwise ops. A cell's valid offsets between two events are summed first and
+  event: ``max_events`` (counted by the worker, so known on the host) passes over the cells,
+  four elementwise ops each. A cell's valid offsets between two events are summed first and
   then added to the running sum: the same float64 terms, associated differently than the
   reference's one-by-one sum in cells that have an event (equal in float32 in every golden
   case).
@@ -55,11 +55,16 @@ def gaussian_kernel(radius: int = HEATMAP_RADIUS) -> np.ndarray:
     return h
 
 
+@functools.lru_cache(maxsize=None)
+def _square_grid(low: int, high: int) -> np.ndarray:
+    side = np.arange(low, high)
+    return np.stack(np.meshgrid(side, side, indexing='ij')).reshape(2, -1)
+
+
 def _square_offsets(low: int, high: int, device: torch.device) -> Tuple[Tensor, Tensor]:
-    """(n²,) x and y offsets of the square ``[low, high)²``, x the slower."""
-    side = high - low
-    grid = torch.arange(side * side, device=device)
-    return grid // side + low, grid % side + low
+    """(n²,) x and y offsets of the square ``[low, high)²``, x the slower (one upload)."""
+    offsets = torch.from_numpy(_square_grid(low, high)).to(device)
+    return offsets[0], offsets[1]
 
 
 def render_heatmap(centers: Tensor, frames: Tensor, num_frames: int, size: Tuple[int, int],
@@ -116,8 +121,8 @@ def render_anchor_maps(centers: Tensor, thetas: Tensor, widths: Tensor, depths: 
         raw_depth: (B, W, H) float32 x-major raw depth in mm at the native size.
         size: (W_in, H_in) the input size.
         max_events: at least the number of "maintain" events of any (anchor, cell): labels
-            without depth that are not the first of their (anchor, cell) (the worker bounds it
-            by the most depthless labels in one cell). A smaller value raises an index error.
+            without depth that are not the first of their (anchor, cell) (the worker counts
+            them). A smaller value raises an index error.
     """
     num_frames, width, _ = raw_depth.shape
     cells_x, cells_y = size[0] // ratio, size[1] // ratio
@@ -181,13 +186,11 @@ def _maintained_depth_sums(key: Tensor, has_depth: Tensor, inside: Tensor, offse
     sums = sums.index_add_(0, flat, values).view(max_events + 1, groups)
     total = sums[0]
     if max_events:
-        events = torch.zeros(max_events * groups + 1, dtype=torch.bool, device=key.device)
+        # event j of each group scales by count / (count - 1); groups without one by 1, exactly
         scale = torch.ones(max_events * groups + 1, dtype=torch.float64, device=key.device)
         slot = torch.where(event, flat, max_events * groups)  # the last slot: a dump
         counts = (rank + 1).double()
-        events.index_put_((slot,), event)
-        scale.index_put_((slot,), counts / (counts - 1))
-        events, scale = events[:-1].view(max_events, groups), scale[:-1].view(max_events, groups)
+        scale = scale.index_put_((slot,), counts / (counts - 1))[:-1].view(max_events, groups)
         for j in range(max_events):
-            total = torch.where(events[j] & (total > 0), total * scale[j], total) + sums[j + 1]
+            total = torch.where(total > 0, total * scale[j], total) + sums[j + 1]
     return total

@@ -37,14 +37,16 @@ def store():
         yield stores
 
 
-def pipeline(source=None):
+def pipeline(source=None, **grid):
     load = LoadRGBDFiles() if source is None else dict(type='LoadRGBDImage', source=source)
-    return [load, dict(type='LoadHGGDGrasps', input_size=SIZE),
+    return [load, dict(type='LoadHGGDGrasps', input_size=SIZE, **grid),
             dict(type='SampleDepthPixels', num_points=NUM_POINTS), dict(type='PackHGGDInputs')]
 
 
-def make_batch(root, indices=(0, 1, 4, 5), seed=5, epoch=0, test_mode=False, source=None):
-    dataset = GraspNetDataset(root, pipeline=pipeline(source), seed=seed, test_mode=test_mode)
+def make_batch(root, indices=(0, 1, 4, 5), seed=5, epoch=0, test_mode=False, source=None,
+               **grid):
+    dataset = GraspNetDataset(root, pipeline=pipeline(source, **grid), seed=seed,
+                              test_mode=test_mode)
     return pseudo_collate([dataset[(epoch, i)] for i in indices])
 
 
@@ -197,11 +199,14 @@ def test_options_change_what_they_should(batch, trained, option, value, changed)
     assert {n for n in TARGETS if not torch.equal(base[n], other[n])} == changed
 
 
-def test_grid_options_change_the_shapes(batch):
+def test_grid_options_change_the_shapes(synthetic_root, store, batch):
+    with pytest.raises(ValueError, match='same input_size, ratio and anchor_k'):
+        HGGDDataPreprocessor(input_size=SIZE, ratio=10, anchor_k=4)(batch, training=True)
+    other = make_batch(synthetic_root, indices=(0, 1), ratio=10, anchor_k=4)
     inputs = HGGDDataPreprocessor(input_size=SIZE, ratio=10, anchor_k=4)(
-        batch, training=True)['inputs']
-    assert inputs['targets']['cls_mask'].shape == (4, 4, 16, 9)
-    assert inputs['xyz_maps'].shape == (4, 3, 16, 9)
+        other, training=True)['inputs']
+    assert inputs['targets']['cls_mask'].shape == (2, 4, 16, 9)
+    assert inputs['xyz_maps'].shape == (2, 3, 16, 9)
     smaller = HGGDDataPreprocessor(input_size=(80, 45))(batch, training=False)['inputs']
     assert smaller['images'].shape == (4, 4, 80, 45)
 

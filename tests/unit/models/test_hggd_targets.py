@@ -106,10 +106,10 @@ def test_golden_cases_exercise_the_quirks(golden):
 
 
 @pytest.mark.parametrize('case', ('scene', 'holes', 'no_depth'))
-def test_event_bound_covers_the_events(golden, case):
+def test_event_count_equals_the_events(golden, case):
     g = golden[case]
     bound = worker_rects(g['rows'], g['depth'])['hggd_max_events']
-    assert bound >= maintain_events(g['rects'], g['depth'].T.astype(np.float32), SIZE)
+    assert bound == maintain_events(g['rects'], g['depth'].T.astype(np.float32), SIZE)
 
 
 def test_too_small_event_bound_fails_loudly(golden):
