@@ -2,6 +2,8 @@
 every input against the reference's operations redone in numpy/PIL, the targets against the
 rules (_hggd_rules.py), the draws, degenerate frames, the options, the host syncs; and the same
 batch from the PNG files and from the frame store (once LoadRGBDImage is on main)."""
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -251,3 +253,46 @@ def test_frame_store_equals_png_files(synthetic_root, store):
         assert torch.equal(files['targets'][name], frames['targets'][name])
 
 
+
+
+def test_one_object(synthetic_root):
+    """A frame whose record holds one object's rows: finite targets, positive cells only where
+    that object's centres fall."""
+    def first_object(rows):
+        return {k: v[rows['object_ids'] == rows['object_ids'][0]] for k, v in rows.items()}
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: types.SimpleNamespace(
+            frame=lambda s, f: first_object(RecordStore(reader, 400).frame(s, f))))
+        patch.setattr(hggd, '_stores', {})
+        data = make_batch(synthetic_root, indices=(0,))
+    rects = data['data_samples'][0].hggd_rects
+    assert len(set(data['data_samples'][0].hggd_grasps['object_ids'].tolist())) == 1
+    out = HGGDDataPreprocessor(input_size=SIZE)(data, training=True)['inputs']['targets']
+    assert all(torch.isfinite(out[n]).all() for n in TARGETS)
+    cells = (rects['centers'] // 8).long()
+    occupied = torch.zeros(20, 11, dtype=torch.bool)
+    occupied[cells[:, 0], cells[:, 1]] = True
+    assert out['cls_mask'][0].any() and not out['cls_mask'][0][:, ~occupied].any()
+
+
+def test_graspclutter6d_frames(gc6d_root):
+    """Another dataset's camera: its own intrinsics (no hard-coded ones) and its depth factor
+    (Azure Kinect: 10 000 a metre)."""
+    with pytest.MonkeyPatch.context() as patch:
+        stores = {}
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: stores.setdefault(
+            reader.root, RecordStore(reader, 200)))
+        patch.setattr(hggd, '_stores', {})
+        dataset = GraspNetDataset(gc6d_root, camera='azure-kinect', pipeline=pipeline(), seed=1)
+        data = pseudo_collate([dataset[0], dataset[1]])
+    reader = dataset.reader
+    out = HGGDDataPreprocessor(input_size=SIZE)(data, training=True)['inputs']
+    for b, sample in enumerate(data['data_samples']):
+        meta = reader.load_meta(sample.scene, sample.frame)
+        assert meta.factor_depth == 10000.
+        np.testing.assert_array_equal(out['intrinsics'][b].numpy(), meta.intrinsics)
+        raw = data['inputs']['depth'][b].numpy().T.astype(np.float32)
+        np.testing.assert_array_equal(out['depths'][b].numpy(), raw * np.float32(0.1))
+    assert all(torch.isfinite(v).all() for v in out['targets'].values())
+    assert out['targets']['cls_mask'].any()
