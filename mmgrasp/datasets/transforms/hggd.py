@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
 
+from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.registry import TRANSFORMS
 from .depth_image import sample_indices
 from .formatting import PackGraspInputs
@@ -223,6 +224,11 @@ class LoadHGGDGrasps(BaseTransform):
         if key not in _stores:
             _stores[key] = open_grasp_store(reader, self.cache_dir)
         return _stores[key]
+
+    def prepare(self, data_root: str, camera: Optional[str] = None):
+        """Open (and build when needed) the store in the main process, before workers fork
+        (GraspNetDataset calls it)."""
+        return self.store(open_reader(data_root, camera))
 
     def transform(self, results: dict) -> dict:
         reader, scene, frame = results['reader'], results['scene'], results['frame']

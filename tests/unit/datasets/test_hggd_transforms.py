@@ -193,3 +193,15 @@ def test_pack_hggd_inputs(layout, camera, reference):
     assert set(sample.hggd_grasps) == set(GRASP_FIELDS)
     assert sample.hggd_grasps['centers_2d'].dtype == torch.float64
     assert set(sample.hggd_rects) == {'centers', 'widths', 'thetas', 'depths', 'heat_centers'}
+
+
+def test_prepare_opens_the_store_once(synthetic_root, monkeypatch):
+    """GraspNetDataset opens the store in the main process (before workers fork), once."""
+    from mmgrasp.datasets import GraspNetDataset
+    opened = []
+    monkeypatch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: opened.append(
+        (reader.root, reader.camera, cache_dir)) or object())
+    monkeypatch.setattr(hggd, '_stores', {})
+    GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
+    GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
+    assert len(opened) == 1 and opened[0][1] == 'realsense'
