@@ -1,6 +1,6 @@
 """Grasp geometry shared by the datasets (synthetic labels), the models (test-time collision
 filter, template views) and the evaluation: numpy/torch array functions, no mmgrasp imports
-from above this layer (docs/architecture.md).
+from above this layer (docs/advanced_guides/architecture.md).
 
 Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.py``,
 ``contacts.py``, ``quality.py``, ``meshpy/sdf.py``) and graspnet-baseline's
