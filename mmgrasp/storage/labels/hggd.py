@@ -233,7 +233,7 @@ def refine_centres(grasps: np.ndarray, points: np.ndarray) -> np.ndarray:
     Grasps are taken in chunks of nearby ones (sorted by 3 cm cell), each against the points
     within reach of one of its grasps (a point farther from the centre than the volume's corner
     is in none: local coordinates keep the norm of the offset). The local coordinates of the
-    points read are the script's, from the same einsum.
+    points read are the script's, from the same einsum on operands of the same memory layout.
     """
     n = len(grasps)
     rot = grasps[:, 4:13].reshape(-1, 3, 3)
@@ -241,7 +241,8 @@ def refine_centres(grasps: np.ndarray, points: np.ndarray) -> np.ndarray:
     global_to_local[:, 0:3, 0:3] = rot.transpose(0, 2, 1)
     global_to_local[:, 0:3, 3:4] = -np.matmul(rot.transpose(0, 2, 1),
                                              np.expand_dims(grasps[:, 13:16], axis=2))
-    homo = np.concatenate([points, np.ones((len(points), 1))], axis=1)
+    # (N, 4) C-ordered, read transposed, as the script's: einsum's rounding follows the layout
+    homo = np.ascontiguousarray(np.concatenate([points, np.ones((len(points), 1))], axis=1))
     heights, depths, widths = grasps[:, 2:3], grasps[:, 3:4], grasps[:, 1:2]
     reach = np.sqrt(np.maximum(np.abs(depths), np.abs(depths - FINGER_LENGTH)) ** 2
                     + (widths / 2) ** 2 + (heights / 2) ** 2)[:, 0] + 1e-6

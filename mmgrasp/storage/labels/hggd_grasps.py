@@ -157,40 +157,56 @@ def _depth_cloud(reader: GraspSource, scene: int, frame: int,
     return hggd.DepthCloud(depth, meta.intrinsics, meta.factor_depth)
 
 
+class SceneLabels:
+    """A scene's label grids (collision rows unpacked once) and model points, read once for
+    all its frames."""
+
+    def __init__(self, reader: GraspSource, store: LabelStore, scene: int):
+        self.reader, self.store, self.scene = reader, store, scene
+        self.object_ids = store.scenes[scene].object_ids
+        collision = np.load(store.collision_file(scene), mmap_mode='r')
+        self.labels, self.models = [], {}
+        for instance, obj in enumerate(self.object_ids):
+            n = store.objects[obj].num_points
+            start = store.collision_row_offset(scene, instance)
+            self.labels.append(dict(
+                points=store.points(obj),
+                scores=np.load(store.object_file(obj, 'scores'), mmap_mode='r'),
+                widths=np.load(store.object_file(obj, 'widths'), mmap_mode='r'),
+                collision=unpack_rows(np.asarray(collision[start:start + n]), store.grid)))
+            if obj not in self.models:
+                self.models[obj] = reader.load_model_points(obj)
+
+    def convert(self, frame: int, draws: hggd.FrameDraws, apply_visibility: bool = False
+                ) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
+        """One frame's arrays (:func:`.hggd.frame_grasps`) and the intrinsics they used."""
+        reader, scene = self.reader, self.scene
+        posed = reader.load_object_poses(scene, frame)
+        if tuple(int(o) for o in posed.object_ids) != self.object_ids:
+            raise LabelStoreError(f'scene {scene} frame {frame}: {_pose_file(reader, scene, frame)}'
+                                  f' lists objects {posed.object_ids.tolist()} but the label '
+                                  f'store {self.store.path} holds {list(self.object_ids)}; '
+                                  f'rebuild the label store')
+        instances = [hggd.InstanceLabels(obj, pose, model_points=self.models[obj], **grids)
+                     for obj, pose, grids in zip(self.object_ids, posed.poses, self.labels)]
+        matrix, size, depth = _projection(reader, scene, frame)
+        cloud = _depth_cloud(reader, scene, frame, depth) if apply_visibility else None
+        arrays = hggd.frame_grasps(instances, matrix, size, draws, camera_pose=posed.camera_pose,
+                                   cloud=cloud, apply_visibility=apply_visibility)
+        return arrays, matrix
+
+
 def scene_grasps(reader: GraspSource, store: LabelStore, scene: int, seed: int,
                  apply_visibility: bool) -> Dict[str, np.ndarray]:
-    """Every frame of ``scene``: the concatenated fields, ``counts`` (rows per frame),
-    ``intrinsics`` (F, 3, 3) and ``fingerprints`` (F, 2, 2)."""
-    entry = store.scenes[scene]
-    collision = np.load(store.collision_file(scene), mmap_mode='r')
-    labels, models = [], {}
-    for instance, obj in enumerate(entry.object_ids):
-        n = store.objects[obj].num_points
-        start = store.collision_row_offset(scene, instance)
-        labels.append(dict(
-            points=store.points(obj),
-            scores=np.load(store.object_file(obj, 'scores'), mmap_mode='r'),
-            widths=np.load(store.object_file(obj, 'widths'), mmap_mode='r'),
-            collision=unpack_rows(np.asarray(collision[start:start + n]), store.grid)))
-        if obj not in models:
-            models[obj] = reader.load_model_points(obj)
+    """Every frame of ``scene``, drawn from (seed, scene, camera, frame): the concatenated
+    fields, ``counts`` (rows per frame), ``intrinsics`` (F, 3, 3), ``fingerprints`` (F, 2, 2)."""
+    labels = SceneLabels(reader, store, scene)
     parts: Dict[str, list] = {name: [] for name in hggd.FIELDS}
     counts, intrinsics, fingerprints = [], [], []
     for frame in range(reader.num_frames(scene)):
         fingerprints.append([_fingerprint(p) for p in _frame_sources(reader, scene, frame)])
-        posed = reader.load_object_poses(scene, frame)
-        if tuple(int(o) for o in posed.object_ids) != entry.object_ids:
-            raise LabelStoreError(f'scene {scene} frame {frame}: {_pose_file(reader, scene, frame)}'
-                                  f' lists objects {posed.object_ids.tolist()} but the label '
-                                  f'store {store.path} holds {list(entry.object_ids)}; rebuild '
-                                  f'the label store')
-        instances = [hggd.InstanceLabels(obj, pose, model_points=models[obj], **grids)
-                     for obj, pose, grids in zip(entry.object_ids, posed.poses, labels)]
-        matrix, size, depth = _projection(reader, scene, frame)
-        cloud = _depth_cloud(reader, scene, frame, depth) if apply_visibility else None
-        arrays = hggd.frame_grasps(
-            instances, matrix, size, hggd.FrameDraws(frame_rng(seed, scene, reader.camera, frame)),
-            camera_pose=posed.camera_pose, cloud=cloud, apply_visibility=apply_visibility)
+        draws = hggd.FrameDraws(frame_rng(seed, scene, reader.camera, frame))
+        arrays, matrix = labels.convert(frame, draws, apply_visibility)
         for name, array in arrays.items():
             parts[name].append(array)
         counts.append(len(arrays['object_ids']))

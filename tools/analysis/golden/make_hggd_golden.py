@@ -17,9 +17,12 @@ from outside, this driver
   but does not apply it to the saved arrays).
 
 Output: one npz with, per frame, under ``scene_%04d/frame_%04d/``, the ten arrays of
-``{ann}_view.npz`` as written and ``draw_model_points``, ``draw_subsample`` (when the script
-subsampled), ``draw_cloud`` (int32 indices, in draw order) and ``visible_mask``; and a JSON
-record (environment, file digests of the script, counts, wall time and peak memory).
+``{ann}_view.npz`` as written, the draws and ``visible_mask``; and a JSON record (environment,
+file digests of the script, input digest, counts, wall time and peak memory). The model-point
+and cloud draws are kept as sets, ``np.packbits`` of a mask over the population
+(``draw_model_points_bits``, ``draw_cloud_bits``; sizes in the record): the script reads them
+through minima and maxima only, so their order does not matter. The grasp subsample, whose
+order decides NMS ties, is kept in draw order (``draw_subsample``, int32) when there was one.
 
     /work/venvs/hggd/bin/python tools/analysis/golden/make_hggd_golden.py HGGD_SRC DATA_ROOT \
         OUT_NPZ OUT_JSON --scenes 0 1 --frames 2 --seed 0
@@ -54,7 +57,47 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--scenes', type=int, nargs='+', required=True)
     p.add_argument('--frames', type=int, required=True, help='annotations 0..N-1 per scene')
     p.add_argument('--seed', type=int, default=0, help="seed of Python's random module")
+    p.add_argument('--make-synthetic-args', default=None, metavar='JSON',
+                   help='the make_synthetic.py arguments that wrote ROOT (a JSON list), recorded '
+                        'for the golden test to rewrite ROOT')
     return p.parse_args(argv)
+
+
+def input_digest(root: str, camera: str, scenes, frames: int) -> str:
+    """SHA-1 over what the conversion reads of ``scenes`` (npz and PNG files carry
+    timestamps, so their arrays are hashed, not their bytes): grasp and collision labels,
+    annotations, camera poses and intrinsics, model PLY files and depth images."""
+    import cv2  # both environments have it; imported here so the test env imports this module
+    h = hashlib.sha1()
+
+    def arrays(path):
+        with np.load(path) as npz:
+            for key in sorted(npz.files):
+                h.update(f'{os.path.relpath(path, root)}/{key}'.encode() + npz[key].tobytes())
+
+    def raw(path):
+        with open(path, 'rb') as f:
+            h.update(os.path.relpath(path, root).encode() + hashlib.sha1(f.read()).digest())
+
+    objects = set()
+    for scene in sorted(scenes):
+        sdir = os.path.join(root, 'scenes', f'scene_{scene:04d}')
+        cdir = os.path.join(sdir, camera)
+        raw(os.path.join(sdir, 'object_id_list.txt'))
+        with open(os.path.join(sdir, 'object_id_list.txt')) as f:
+            objects.update(int(line) for line in f if line.strip())
+        arrays(os.path.join(root, 'collision_label', f'scene_{scene:04d}', 'collision_labels.npz'))
+        for name in ('camera_poses.npy', 'camK.npy'):
+            raw(os.path.join(cdir, name))
+        for frame in range(frames):
+            raw(os.path.join(cdir, 'annotations', f'{frame:04d}.xml'))
+            depth = cv2.imread(os.path.join(cdir, 'depth', f'{frame:04d}.png'),
+                               cv2.IMREAD_UNCHANGED)
+            h.update(f'{scene}/{frame}/depth'.encode() + depth.tobytes())
+    for obj in sorted(objects):
+        arrays(os.path.join(root, 'grasp_label', f'{obj:03d}_labels.npz'))
+        raw(os.path.join(root, 'models', f'{obj:03d}', 'nontextured.ply'))
+    return h.hexdigest()
 
 
 class DrawRecorder:
@@ -151,8 +194,14 @@ def main(argv=None) -> None:
                 assert sorted(npz.files) == sorted(FIELDS), npz.files
                 for name in FIELDS:
                     arrays[f'{key}/{name}'] = npz[name]
+            sizes = recorder.sizes[(scene, frame)]
             for name, draw in recorder.draws[(scene, frame)].items():
-                arrays[f'{key}/{name}'] = draw
+                if name == 'draw_subsample':
+                    arrays[f'{key}/{name}'] = draw
+                    continue
+                mask = np.zeros(sizes[name], dtype=bool)
+                mask[draw] = True
+                arrays[f'{key}/{name}_bits'] = np.packbits(mask)
             arrays[f'{key}/visible_mask'] = recorder.visible[(scene, frame)]
             with open(os.path.join(work, '6d_dataset', f'scene_{scene}', 'infos',
                                    f'{frame}_info.json')) as f:
@@ -176,7 +225,9 @@ def main(argv=None) -> None:
                          open3d=open3d.__version__, grasp_nms=version('grasp_nms'),
                          stubs=[]),
         camera=args.camera, scenes=list(args.scenes), frames=args.frames,
-        random_seed=args.seed, counts=counts,
+        random_seed=args.seed,
+        make_synthetic=json.loads(args.make_synthetic_args or 'null'),
+        input_sha1=input_digest(root, args.camera, args.scenes, args.frames), counts=counts,
         cost=dict(wall_s=round(wall, 2), frames=len(args.scenes) * args.frames,
                   peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                                      1)))
