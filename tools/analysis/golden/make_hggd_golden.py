@@ -181,9 +181,10 @@ def main(argv=None) -> None:
     module.output_path = work
     module.annIds = range(args.frames)
     random.seed(args.seed)
-    t0 = time.perf_counter()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0, c0 = time.perf_counter(), time.process_time()
     module.run(list(args.scenes))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     arrays, counts = {}, {}
     for scene in args.scenes:
         for frame in range(args.frames):
@@ -207,8 +208,8 @@ def main(argv=None) -> None:
                                    f'{frame}_info.json')) as f:
                 info = json.load(f)
             counts[key] = dict(saved=int(len(arrays[f'{key}/object_ids'])),
-                               after_nms=int(info['numgrasp']),
-                               visible=int(recorder.visible[(scene, frame)].sum()),
+                               after_nms=int(len(recorder.visible[(scene, frame)])),
+                               visible=int(info['numgrasp']),
                                draw_populations=recorder.sizes[(scene, frame)])
     np.savez_compressed(args.out, **arrays)
     import grasp_nms
@@ -228,7 +229,10 @@ def main(argv=None) -> None:
         random_seed=args.seed,
         make_synthetic=json.loads(args.make_synthetic_args or 'null'),
         input_sha1=input_digest(root, args.camera, args.scenes, args.frames), counts=counts,
-        cost=dict(wall_s=round(wall, 2), frames=len(args.scenes) * args.frames,
+        cost=dict(wall_s=round(wall, 2), cpu_s=round(cpu, 2),
+                  frames=len(args.scenes) * args.frames,
+                  s_per_frame=round(wall / (len(args.scenes) * args.frames), 3),
+                  rss_before_mib=round(rss_before, 1),
                   peak_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                                      1)))
     with open(args.record, 'w') as f:
