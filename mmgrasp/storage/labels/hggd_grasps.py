@@ -75,12 +75,15 @@ class HGGDGraspStore:
 
     def __init__(self, path: str, manifest: dict, index: np.ndarray,
                  hold: Optional[VersionHold] = None):
-        self.path, self.manifest, self.hold = path, manifest, hold
+        self.path, self.manifest, self.hold, self.index = path, manifest, hold, index
         self.rows: Dict[Tuple[int, int], Tuple[int, int, int]] = {
             (int(s), int(f)): (i, int(a), int(b)) for i, (s, f, a, b) in enumerate(index)}
         self.intrinsics = np.load(f'{path}/intrinsics.npy')
         self.arrays = {name: np.asarray(np.load(f'{path}/{name}.npy', mmap_mode='r'))
                        for name in hggd.FIELDS}
+
+    def __reduce__(self):  # a pickled store maps its files again (and holds the version)
+        return HGGDGraspStore, (self.path, self.manifest, self.index, self.hold)
 
     @property
     def frames(self) -> List[Tuple[int, int]]:

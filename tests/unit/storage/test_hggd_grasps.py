@@ -3,6 +3,7 @@ implementation written from convert_grasp.py (GraspNet-1Billion and GraspClutter
 mutation caught, the store's layout, options, staleness, resumable and parallel builds, and
 degenerate frames. The comparison with the reference script itself is test_hggd_golden.py."""
 import os
+import pickle
 import shutil
 
 import numpy as np
@@ -104,6 +105,10 @@ def test_frame_layout_and_errors(asset):
         np.float32(1.0), np.float32(1.1) - np.float32(0.2)}
     with pytest.raises(KeyError, match='scene 0 frame 7 is not in the HGGD grasps'):
         asset.frame(0, 7)
+    copy = pickle.loads(pickle.dumps(asset))  # maps the files again rather than carry them
+    assert len(pickle.dumps(asset)) < 4096 and isinstance(copy.arrays['centers_2d'].base,
+                                                           np.memmap)
+    assert mismatches(frame_dict(copy.frame(0, 0)), frame_dict(grasps)) == []
 
 
 def test_degenerate_frames_give_typed_empty_arrays(synthetic_root):

@@ -212,7 +212,6 @@ def main(argv=None) -> None:
                                visible=int(info['numgrasp']),
                                draw_populations=recorder.sizes[(scene, frame)])
     np.savez_compressed(args.out, **arrays)
-    import grasp_nms
     import open3d
     from importlib.metadata import version
     record = dict(
