@@ -24,6 +24,8 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
 - ``close_jaws(sdf, centers, axes, widths) -> (found, points (K,2,3), normals (K,2,3))``
 - ``antipodal_angles(c1, n1, c2, n2)``, ``force_closure(c1, n1, c2, n2, mu)``,
   ``force_closure_min_friction(c1, n1, c2, n2, coefficients=(1.2, ..., 0.2)) -> mu or -1``
+- ``grasp_nms(grasps, translation_thresh=0.03, rotation_thresh=pi/6) -> kept rows`` (the
+  ``grasp_nms`` package's rule, tie order and arithmetic; :mod:`.nms`, :mod:`.sorting`)
 - ``generate_grasp_views(num_views=300)``, ``approach_to_matrix(approach, angle)`` and the
   gripper's ``GRASP_MAX_WIDTH`` / ``GRASP_HEIGHT`` (torch; :mod:`.grasp_frames`)
 """
@@ -32,6 +34,7 @@ from .collision import (ModelFreeCollisionDetector, filter_collisions, gripper_c
 from .contacts import close_jaws
 from .force_closure import (GRASPNET_FRICTION_COEFFICIENTS, antipodal_angles, force_closure,
                             force_closure_min_friction)
+from .nms import grasp_nms
 from .grasp_frames import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
                      transform_points, voxel_downsample)
@@ -42,8 +45,8 @@ __all__ = [
     'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'antipodal_angles',
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',
-    'gripper_contacts', 'hggd_collision_free', 'nearest_indices', 'parse_dexnet_sdf',
-    'quaternion_to_graspnet_pose',
+    'gripper_contacts', 'grasp_nms', 'hggd_collision_free', 'nearest_indices',
+    'parse_dexnet_sdf', 'quaternion_to_graspnet_pose',
     'read_dexnet_sdf', 'table_points', 'transform_points', 'voxel_downsample',
     'write_dexnet_sdf'
 ]
