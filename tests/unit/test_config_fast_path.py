@@ -1,13 +1,14 @@
-"""Every shipped config takes the fast path without an option: frames from the frame store in
-every train, val and test pipeline, the augmentation applied on the device in every recipe that
-can take it (those without voxel coordinates or labels posed in the worker)."""
+"""Every shipped config takes the fast path without an option: frames from the frame store (the
+image store for image recipes) in every train, val and test pipeline, the augmentation applied
+on the device in every recipe that can take it (those without voxel coordinates or labels posed
+in the worker)."""
 import glob
 import os
 
 import pytest
 from mmengine.config import Config
 
-from mmgrasp.datasets.transforms import LoadGraspScene, RandomFlipRotateScene
+from mmgrasp.datasets.transforms import LoadGraspScene, LoadRGBDImage, RandomFlipRotateScene
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
@@ -20,7 +21,8 @@ def pipelines(cfg: Config):
 
 
 def built(step: dict):
-    kind = {'LoadGraspScene': LoadGraspScene, 'RandomFlipRotateScene': RandomFlipRotateScene}
+    kind = {'LoadGraspScene': LoadGraspScene, 'LoadRGBDImage': LoadRGBDImage,
+            'RandomFlipRotateScene': RandomFlipRotateScene}
     return kind[step['type']](**{k: v for k, v in step.items() if k != 'type'})
 
 
@@ -29,7 +31,9 @@ def test_shipped_configs_read_frames_and_augment_on_the_device(path):
     cfg = Config.fromfile(path)
     for loader, pipeline in pipelines(cfg):
         loads = [built(t) for t in pipeline if t['type'] == 'LoadGraspScene']
-        assert loads and all(t.source == 'frames' for t in loads), (loader, loads)
+        images = [built(t) for t in pipeline if t['type'] == 'LoadRGBDImage']
+        assert loads or images, (loader, 'no frame loading step')
+        assert all(t.source == 'frames' for t in loads + images), (loader, loads + images)
         flips = [built(t) for t in pipeline if t['type'] == 'RandomFlipRotateScene']
         worker_only = any(t.voxel_size is not None or t.with_normals for t in loads) or any(
             t['type'] == 'LoadEconomicLabels' for t in pipeline)
