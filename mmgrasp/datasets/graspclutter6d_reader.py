@@ -30,7 +30,7 @@ import numpy as np
 
 from mmgrasp.storage.source import DatasetFileError
 from .graspnet_reader import (DerivedLabelFiles, FrameMeta, NpzArchive, ObjectPoses, check_array,
-                              grasp_label_arrays, require_file)
+                              grasp_label_arrays, read_rgb_png, require_file)
 
 CAMERA_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
 CAMERA_ALIASES = {'realsense': 'realsense-d435', 'kinect': 'azure-kinect'}
@@ -373,6 +373,11 @@ class GraspClutter6DReader(DerivedLabelFiles):
         self._check_frame(scene, frame)
         label = self._load_png(self.frame_path(scene, 'label', frame), 3)
         return np.ascontiguousarray(label[..., 0])
+
+    def load_rgb(self, scene: int, frame: int) -> np.ndarray:
+        """(H, W, 3) uint8 colour image of the frame's image id, RGB order."""
+        self._check_frame(scene, frame)
+        return read_rgb_png(self.frame_path(scene, 'rgb', frame))
 
     def visibility(self, scene: int, frame: int) -> np.ndarray:
         """(M,) visible share of each instance: pixel sum of ``mask_visib`` over that of

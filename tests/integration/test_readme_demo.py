@@ -33,6 +33,10 @@ def test_readme_main_job_trains_the_demo(tmp_path):
     out = subprocess.run(job, shell=True, cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # frames come from the frame store without an option: built once (training), reused (test)
+    builds = re.findall(r'frame store \S+: .*; building it', out.stdout + out.stderr)
+    assert len(builds) == 1 and (out.stdout + out.stderr).count('frame store: built ') == 1, \
+        builds
     (scalars,) = glob.glob(str(tmp_path / 'work' / '*' / 'vis_data' / 'scalars.json'))
     with open(scalars) as f:
         losses = [json.loads(line)['loss'] for line in f if '"loss"' in line]

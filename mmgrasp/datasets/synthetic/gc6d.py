@@ -105,7 +105,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict,
             colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
             rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
             name = f'{img:06d}.png'
-            write_png(os.path.join(sdir, 'rgb', name), rgb)
+            write_png(os.path.join(sdir, 'rgb', name), rgb[..., ::-1])  # OpenCV writes BGR
             write_png(os.path.join(sdir, 'depth', name), depth)
             write_png(os.path.join(sdir, 'label', name), np.repeat(seg[..., None], 3, axis=2))
             for n, (pose, half) in enumerate(zip(obj_wrt_table, halves)):

@@ -158,7 +158,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
             colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
             rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
             name = f'{f:04d}'
-            write_png(os.path.join(cdir, 'rgb', name + '.png'), rgb)
+            write_png(os.path.join(cdir, 'rgb', name + '.png'), rgb[..., ::-1])  # OpenCV writes BGR
             write_png(os.path.join(cdir, 'depth', name + '.png'), depth)
             write_png(os.path.join(cdir, 'label', name + '.png'), seg)
             cam_inv = np.linalg.inv(cam_wrt_table)
