@@ -21,7 +21,8 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
     config file, then ``./work_dirs/<config stem>``. A config holding a secret-looking option is
     refused before anything logs it, and so is an option that would change nothing (a key
     nothing reads, an option a class does not take, an evaluator camera that is not the
-    dataset's: :mod:`.config_check`)."""
+    dataset's: :mod:`.config_check`). Then torch's thread count is pinned when the config
+    asks for it (:func:`apply_num_threads`)."""
     file_cfg = cfg.to_dict()
     if cfg_options is not None:
         cfg.merge_from_dict(cfg_options)
@@ -36,7 +37,28 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
                          'credentials come from the environment or the storage library\'s own '
                          'configuration (see mmgrasp.storage.secrets)')
     check_config(cfg, config_path, file_cfg, {k.split('.')[0] for k in cfg_options or {}})
+    apply_num_threads(cfg, config_path)
     return cfg
+
+
+def apply_num_threads(cfg: Config, config_path: str) -> Optional[int]:
+    """Pin torch's intra-op threads to ``env_cfg.num_threads`` when the config sets it; returns
+    the count (None: torch's default, one per core).
+
+    On the CPU a result depends on the thread count: a reduction, a matrix product or a
+    convolution split over another number of threads adds in another order, and the rounding
+    differs; over a training it grows into another loss and AP. Pinned, a run repeats bit for
+    bit on the same kind of CPU (its instruction set picks oneDNN's and MKL's kernels) with
+    the same torch build. Loader workers run one thread each whatever this says (PyTorch sets
+    them so)."""
+    threads = (cfg.get('env_cfg') or {}).get('num_threads')
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SystemExit(f'{config_path}: env_cfg.num_threads={threads!r}: expected a positive '
+                         'integer (torch threads per process), or leave it out for one per core')
+    torch.set_num_threads(threads)
+    return threads
 
 
 def add_launcher_args(parser: argparse.ArgumentParser) -> None:
