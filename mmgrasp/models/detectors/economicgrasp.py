@@ -41,6 +41,8 @@ class EconomicGrasp(GraspnessSeedDetector):
         point_ops: the point-op backend (see :class:`GraspDetector`).
     """
 
+    score_label = 'Σ 0.2k·logit_k (raw logits, not 0-1)'
+
     #: the crop module after the view selection (FineGrasp swaps in its multi-scale crop)
     crop_type = InteractiveCylinderCrop
 

@@ -32,6 +32,8 @@ class GSNet(GraspnessSeedDetector):
         crop, loss, num_views/num_angles/num_depths: head and loss settings.
     """
 
+    score_label = 'predicted grasp score (labels 0-1)'
+
     def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,
                  graspness_threshold: float = 0.1, seed: int = 0, num_views: int = 300,
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
