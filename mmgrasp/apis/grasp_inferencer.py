@@ -18,7 +18,7 @@ from mmgrasp.storage.frames.store import workspace_image
 from mmgrasp.utils.checkpoint_keys import check_checkpoint
 from mmgrasp.utils.random import frame_rng, image_rng
 
-from .cli import apply_num_threads
+from .cli import config_num_threads, pinned_threads
 from .config_check import check_config
 from .setup_env import register_all_modules
 
@@ -113,8 +113,9 @@ class GraspInferencer:
 
     The config is checked as tools/train.py checks it (options nothing reads or a class does
     not take, a string where a number goes: SystemExit naming the key), and its
-    ``env_cfg.num_threads``, when set, becomes torch's thread count of this process, as in
-    tools/test.py: on the CPU the predictions follow the thread count.
+    ``env_cfg.num_threads``, when set, is torch's thread count while the model predicts (the
+    caller's count is restored after), as in tools/test.py: on the CPU the predictions follow
+    the thread count.
 
     Args:
         config: config path or :class:`Config`.
@@ -134,7 +135,7 @@ class GraspInferencer:
         cfg = Config.fromfile(config) if isinstance(config, str) else copy.deepcopy(config)
         source = config if isinstance(config, str) else 'the config'
         check_config(cfg, source, cfg.to_dict(), set())  # tools/train.py's check
-        apply_num_threads(cfg, source)  # tools/test.py's threads: the same predictions
+        self.num_threads = config_num_threads(cfg, source)  # tools/test.py's, while predicting
         if batch_size < 1:
             raise ValueError(f'batch_size must be positive, got {batch_size}')
         if not max_depth > 0:
@@ -280,7 +281,7 @@ class GraspInferencer:
             chunk = range(start, min(start + self.batch_size, len(depths)))
             data = pseudo_collate([self._sample(i, depths[i], ks[i], factor_depth, masks[i],
                                                 frame_ids[i]) for i in chunk])
-            with torch.no_grad():
+            with torch.no_grad(), pinned_threads(self.num_threads):
                 samples = self.model.test_step(data)
             for sample in samples:
                 rows = sample.pred_grasps.detach().cpu().numpy().astype(np.float32)

@@ -6,6 +6,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from mmgrasp.apis import GraspInferencer
 from mmgrasp.storage.frames.store import masked_pixels
@@ -186,6 +187,7 @@ def test_grasp_demo_reproduces_the_dump_of_a_dataset_frame(setup, synthetic_root
     spec.loader.exec_module(demo)
     config, checkpoint, dump = setup
     saved = str(tmp_path / 'new' / 'folder' / 'grasps.npy')
+    threads = torch.get_num_threads()
     assert demo.main(['--data-root', synthetic_root, '--scene', '1', '--frame', '2', '--config',
                       config, '--checkpoint', checkpoint, '--out',
                       str(tmp_path / 'pictures' / 'frame.png'), '--save-grasps', saved]) == 0
@@ -193,3 +195,4 @@ def test_grasp_demo_reproduces_the_dump_of_a_dataset_frame(setup, synthetic_root
     assert len(expected) > 0
     np.testing.assert_array_equal(np.load(saved), grasp_nms(expected).astype(np.float32))
     assert os.path.isfile(tmp_path / 'pictures' / 'frame.png')
+    assert torch.get_num_threads() == threads  # the config's count only while predicting
