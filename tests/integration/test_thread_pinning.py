@@ -1,8 +1,8 @@
 """What the demo configs pin makes a CPU training repeat to the bit: env_cfg.num_threads sets
 torch's thread count of tools/train.py (read back while training), and two trainings with the
 same count end with the same losses and weights. (Another thread count changes the sums of
-reductions and convolutions, hence the figures: docs/benchmarks.md measures that spread; it is
-not asserted here.)"""
+reductions and convolutions, hence the figures: docs/notes/benchmarks/demos.md measures that
+spread; it is not asserted here.)"""
 import os
 
 import pytest
