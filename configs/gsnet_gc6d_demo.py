@@ -31,6 +31,8 @@ optim_wrapper = dict(optimizer=dict(lr=3e-3))
 train_cfg = dict(max_epochs=6)
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has (why: gsnet_demo.py).
+env_cfg = dict(num_threads=1)
 test_dataloader = dict(dataset=dict(
     data_root=data_root, split='test',
     pipeline=[dict(type='LoadGraspScene', num_points=4000, with_masked_cloud=True),

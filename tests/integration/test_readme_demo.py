@@ -51,8 +51,8 @@ def test_readme_main_job_trains_the_demo(tmp_path):
     with open(tmp_path / 'work' / 'dump' / 'graspnet_realsense.json') as f:
         trained = json.load(f)['figures']
     # the same evaluation of the untrained weights (InitialCheckpointHook): their seeds collapse
-    # onto a few points and score AP 0.00; the demo scores 10.88 (9.49-11.76 per split,
-    # docs/notes/benchmarks/demos.md "GSNet demo: spread, longer runs, label ceiling")
+    # onto a few points and score AP 0.00; the demo scores 10.64 with its 1 thread (6.86-14.16
+    # per split, docs/notes/benchmarks/demos.md "GSNet demo: thread count and CPU")
     data = str(tmp_path / 'synthetic')
     untrained_run = subprocess.run(
         [sys.executable, 'tools/test.py', 'configs/gsnet_demo.py',
