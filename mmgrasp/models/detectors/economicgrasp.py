@@ -7,12 +7,13 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
+from mmgrasp.storage.labels.economic import MAX_WIDTH as ECONOMIC_MAX_WIDTH
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.economic_heads import InteractiveCylinderCrop, InteractiveGraspHead
 from ..heads.gsnet_heads import ApproachHead, GraspableHead
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .base import GraspDetector
 from .gsnet import GSNet, batch_generator
 
@@ -50,8 +51,14 @@ class EconomicGrasp(GraspDetector):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  head: Optional[dict] = None, loss: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto',
+                 gripper: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
+        if self.gripper.max_width > ECONOMIC_MAX_WIDTH:
+            raise ValueError(f'{type(self).__name__}: gripper {self.gripper.describe()} opens '
+                             f'wider than {ECONOMIC_MAX_WIDTH} m, the width its economic labels '
+                             f'are masked at (mmgrasp/storage/labels/economic.py); use a '
+                             f'gripper of at most {ECONOMIC_MAX_WIDTH} m')
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)
@@ -59,7 +66,7 @@ class EconomicGrasp(GraspDetector):
         self.crop = self.crop_type(channels, **(crop or {}))
         self.grasp_head = InteractiveGraspHead(self.crop.out_channels, num_angles, num_depths,
                                                **(head or {}))
-        self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
+        self.assigner = self.build_assigner(assigner or dict(
             type='EconomicAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='EconomicGraspLoss'))
         self.num_seeds = num_seeds
@@ -117,8 +124,8 @@ class EconomicGrasp(GraspDetector):
         pred = self._grasp_stage(out, rotations, out['seed_features'] + residual, None)
         score = self.grasp_head.composite_score(pred['score'])
         angle = pred['angle'].argmax(dim=1).float() * math.pi / self.num_angles
-        depth = (pred['depth'].argmax(dim=1) + 1).float() * 0.01
-        width = (1.2 * pred['width'] / 10).clamp(0, GRASP_MAX_WIDTH)
+        depth = (pred['depth'].argmax(dim=1) + 1).float() * self.gripper.depth_step
+        width = (1.2 * pred['width'] / 10).clamp(0, self.gripper.max_width)
         rotation = approach_to_matrix(rotations[..., 0], angle)
         grasps = self.grasp_rows(score, width, depth, rotation, out['seeds'])
         results = []

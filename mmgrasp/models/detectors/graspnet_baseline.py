@@ -9,13 +9,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..backbones import pointnet2  # noqa: F401  (registers the backbones)
 from ..heads import graspnet_heads  # noqa: F401  (registers the heads)
 from ..losses.graspnet_loss import GRASP_MAX_TOLERANCE
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .base import GraspDetector
 
 
@@ -68,8 +68,9 @@ class GraspNetBaseline(GraspDetector):
                  loss: Optional[dict] = None, num_views: int = 300, num_angles: int = 12,
                  num_depths: int = 4, objectness_filter: bool = False,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto',
+                 gripper: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
         self.backbone = build_in_scope(MODELS, backbone or self.default_backbone())
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(
@@ -84,7 +85,7 @@ class GraspNetBaseline(GraspDetector):
             num_angles=num_angles))
         assigner = dict(assigner or self.default_assigner())
         assigner.setdefault('num_views', num_views)
-        self.assigner = build_in_scope(TASK_UTILS, assigner)
+        self.assigner = self.build_assigner(assigner)
         self.loss_fn = build_in_scope(MODELS, loss or self.default_loss())
         self.num_views, self.num_angles, self.num_depths = num_views, num_angles, num_depths
         self.objectness_filter = objectness_filter
@@ -188,8 +189,8 @@ class GraspNetBaseline(GraspDetector):
             for t in (score, width, tolerance, angle_class.squeeze(1)))
         object_prob = torch.softmax(stage['objectness'], dim=1)[:, 1]
         score = self._grasp_scores(score, tolerance, object_prob)
-        width = (1.2 * width).clamp(0, GRASP_MAX_WIDTH)
-        depth = (depth_class.squeeze(2) + 1).float() * 0.01
+        width = (1.2 * width).clamp(0, self.gripper.max_width)
+        depth = (depth_class.squeeze(2) + 1).float() * self.gripper.depth_step
         angle = angle_class.float() * math.pi / A
         rotation = approach_to_matrix(self.approach.approaches(top_view), angle)
         grasps = self.grasp_rows(score, width, depth, rotation, seeds)

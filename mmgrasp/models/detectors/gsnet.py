@@ -6,12 +6,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
 from mmgrasp.ops.point_ops import furthest_point_sample, gather_points
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .base import GraspDetector
 
 
@@ -48,15 +48,15 @@ class GSNet(GraspDetector):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
-                 point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
+                 point_ops: str = 'auto', gripper: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)
         self.approach_head = ApproachHead(channels, num_views)
         self.crop = CloudCrop(channels, **(crop or {}))
         self.swad_head = SWADHead(self.crop.out_channels, num_angles, num_depths)
-        self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
+        self.assigner = self.build_assigner(assigner or dict(
             type='NearestLabelAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='GSNetLoss'))
         self.num_seeds = num_seeds
@@ -121,9 +121,9 @@ class GSNet(GraspDetector):
         B, Ns, A, D = score.shape
         best_score, best = score.reshape(B, Ns, A * D).max(dim=-1)
         angle = (best // D).float() * math.pi / A
-        depth = (best % D + 1).float() * 0.01
+        depth = (best % D + 1).float() * self.gripper.depth_step
         best_width = torch.gather(width.reshape(B, Ns, A * D), 2, best[..., None]).squeeze(-1)
-        best_width = (1.2 * best_width / 10).clamp(0, GRASP_MAX_WIDTH)
+        best_width = (1.2 * best_width / 10).clamp(0, self.gripper.max_width)
         rotation = approach_to_matrix(rotations[..., 0], angle)
         grasps = self.grasp_rows(best_score, best_width, depth, rotation, out['seeds'])
         results = []

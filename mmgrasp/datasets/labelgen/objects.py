@@ -1,0 +1,93 @@
+"""One object of a generated dataset: its model files (what the evaluator reads) and its grasp
+label file, each written through a temporary name.
+
+``models/%03d/``:
+
+- ``textured.obj``: the mesh (dexnet's loader reads it next to the SDF);
+- ``textured.sdf``: dexnet's text SDF of the mesh on a grid (``resolution``, 12 mm margin),
+  with the synthetic writer's curvature factor (``curved_sdf_grid``: dexnet's contact search
+  finds no zero crossing on an SDF that is linear along the jaw line, as an exact SDF is near
+  a flat face); the grasp labels are computed on this very field;
+- ``nontextured.ply``: dense surface points (2.5 mm apart); the evaluator reads its vertices
+  and samples them at 8 mm, and so does the self-collision test of the labels.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+import numpy as np
+
+from mmgrasp.geometry import (GRASPNET_GRIPPER, Gripper, SignedDistanceField, read_dexnet_sdf,
+                              voxel_downsample, write_dexnet_sdf)
+from ..synthetic.boxes import PLY_SPACING, SDF_RESOLUTION, curved_sdf_grid
+from ..synthetic.scene import EVAL_VOXEL
+from .mesh import (TriangleMesh, label_points, mesh_signed_distance, sample_surface,
+                   surface_area, write_mesh_obj)
+from .object_labels import object_grasp_labels
+
+#: GraspNet-1Billion's label point spacing is not published; 5 mm voxels by default
+LABEL_VOXEL = 0.005
+
+
+def _write_points_ply(path: str, points: np.ndarray) -> None:
+    pts = np.asarray(points, '<f4')
+    head = '\n'.join(['ply', 'format binary_little_endian 1.0', f'element vertex {len(pts)}',
+                      'property float x', 'property float y', 'property float z',
+                      'end_header']) + '\n'
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'wb') as f:
+        f.write(head.encode() + pts.tobytes())
+    os.replace(tmp, path)
+
+
+def write_model_files(mesh: TriangleMesh, model_dir: str, resolution: float = SDF_RESOLUTION,
+                      sdf_backend: str = 'open3d', seed: int = 0) -> None:
+    """``textured.obj``, ``textured.sdf`` and ``nontextured.ply`` of ``mesh`` in
+    ``model_dir`` (created)."""
+    os.makedirs(model_dir, exist_ok=True)
+    write_mesh_obj(os.path.join(model_dir, 'textured.obj'), mesh)
+    values, origin, res = curved_sdf_grid(
+        mesh.vertices.min(0), mesh.vertices.max(0),
+        lambda pts: mesh_signed_distance(mesh, pts, sdf_backend), resolution)
+    write_dexnet_sdf(os.path.join(model_dir, 'textured.sdf'), values, origin, res)
+    count = max(int(np.ceil(surface_area(mesh) / PLY_SPACING ** 2)), 1000)
+    _write_points_ply(os.path.join(model_dir, 'nontextured.ply'),
+                      sample_surface(mesh, count, seed).astype(np.float32))
+
+
+def model_points(model_dir: str) -> np.ndarray:
+    """The model points as the evaluator samples them: ``nontextured.ply``'s vertices in 8 mm
+    voxels."""
+    from plyfile import PlyData
+    v = PlyData.read(os.path.join(model_dir, 'nontextured.ply'))['vertex']
+    pts = np.stack([np.asarray(v[k], np.float64) for k in 'xyz'], 1)
+    return voxel_downsample(pts, EVAL_VOXEL)
+
+
+def save_labels(path: str, labels: dict) -> None:
+    """``np.savez`` of the label arrays through a temporary name (atomic)."""
+    tmp = f'{path}.tmp{os.getpid()}.npz'
+    np.savez(tmp, **labels)
+    os.replace(tmp, path)
+
+
+def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
+                    gripper: Gripper = GRASPNET_GRIPPER, voxel_size: float = LABEL_VOXEL,
+                    resolution: float = SDF_RESOLUTION, sdf_backend: str = 'open3d',
+                    max_cells: int = 200_000, seed: int = 0, reuse_sdf: bool = False,
+                    progress: Optional[Callable[[int, int], None]] = None) -> dict:
+    """Write ``models/%03d/`` (unless ``reuse_sdf`` and its ``textured.sdf`` exists: a dexnet
+    SDF of the user's is used as it is) and ``grasp_label/%03d_labels.npz`` of one object under
+    ``root``; returns the label arrays."""
+    model_dir = os.path.join(root, 'models', f'{obj_id:03d}')
+    sdf_path = os.path.join(model_dir, 'textured.sdf')
+    if not (reuse_sdf and os.path.isfile(sdf_path)):
+        write_model_files(mesh, model_dir, resolution, sdf_backend, seed)
+    sdf: SignedDistanceField = read_dexnet_sdf(sdf_path)
+    points = label_points(mesh, voxel_size, seed)
+    labels = object_grasp_labels(sdf, points, model_points(model_dir), gripper,
+                                 max_cells=max_cells, progress=progress)
+    os.makedirs(os.path.join(root, 'grasp_label'), exist_ok=True)
+    save_labels(os.path.join(root, 'grasp_label', f'{obj_id:03d}_labels.npz'), labels)
+    return labels
