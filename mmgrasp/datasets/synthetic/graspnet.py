@@ -75,7 +75,7 @@ def _quaternion(r: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q)
 
 
-def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
+def annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
                     kinds: Sequence[str] | None = None) -> str:
     """``annotations/%04d.xml`` as graspnetAPI's xmlWriter lays it out (children read by position:
     obj_id, obj_name, obj_path, pos_in_world, ori_in_world as w x y z); poses model -> camera."""
@@ -99,7 +99,7 @@ def _posed(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
     return points @ pose[:3, :3].T + pose[:3, 3]
 
 
-def _savemat_bytes(mdict: dict) -> bytes:
+def savemat_bytes(mdict: dict) -> bytes:
     """scipy stamps the creation time into the header; a fixed header keeps files reproducible."""
     buf = io.BytesIO()
     scipy.io.savemat(buf, mdict)
@@ -164,12 +164,12 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
             cam_inv = np.linalg.inv(cam_wrt_table)
             poses = np.stack([(cam_inv @ p)[:3] for p in obj_wrt_table], axis=2).astype(np.float32)
             with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
-                fh.write(_annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table],
+                fh.write(annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table],
                                          [_kind(models[i]) for i in ids]))
             meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
                     'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
             with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
-                fh.write(_savemat_bytes(meta))
+                fh.write(savemat_bytes(meta))
 
     # Scene collisions: the same gripper against the other objects and the table
     # (labels.py): boxes against boxes in closed form, curved shapes by their points.
