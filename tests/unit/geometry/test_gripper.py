@@ -1,0 +1,95 @@
+"""The gripper description: GraspNet's by default (the constants it replaces), validated, and
+read by the collision tests, the evaluator's frame protocol and the models."""
+import numpy as np
+import pytest
+import torch
+
+from mmgrasp.geometry import (GRASP_HEIGHT, GRASP_MAX_WIDTH, GRASPNET_GRIPPER, Gripper,
+                              ModelFreeCollisionDetector, build_gripper, check_same_gripper,
+                              read_gripper_file)
+from mmgrasp.evaluation.functional import evaluate_frame
+
+NARROW = dict(max_width=0.08, finger_width=0.015)
+
+
+def grasp_row(width=0.04, depth=0.02):
+    row = np.zeros(17)
+    row[1], row[2], row[3] = width, 0.02, depth
+    row[4:13] = np.eye(3).reshape(-1)
+    return row
+
+
+def test_default_is_graspnets_gripper_and_grid():
+    g = build_gripper(None)
+    assert g is GRASPNET_GRIPPER and g.name == 'graspnet'
+    assert (g.max_width, g.height, g.finger_width, g.base_depth, g.finger_length) == \
+        (0.1, 0.02, 0.01, 0.02, 0.06)
+    assert (GRASP_MAX_WIDTH, GRASP_HEIGHT) == (g.max_width, g.height)
+    assert g.grid == (300, 12, 4)
+    np.testing.assert_array_equal(g.depths(), [0.01, 0.02, 0.03, 0.04])
+    np.testing.assert_array_equal(g.angles(), np.arange(12) * np.pi / 12)
+    assert build_gripper(dict(max_width=0.1)).name == 'graspnet'
+
+
+def test_fields_are_validated_and_unknown_keys_named():
+    with pytest.raises(ValueError, match="unknown keys \\['finger'\\]"):
+        build_gripper(dict(finger=0.01))
+    with pytest.raises(ValueError, match='max_width=-0.1 must be a positive'):
+        build_gripper(dict(max_width=-0.1))
+    with pytest.raises(ValueError, match='num_views=0'):
+        build_gripper(dict(num_views=0))
+    with pytest.raises(TypeError):
+        build_gripper(0.08)
+
+
+def test_same_gripper_ignores_the_name_and_mismatch_names_both(tmp_path):
+    narrow = build_gripper(NARROW)
+    assert narrow.same_as(Gripper(name='other', **NARROW))
+    check_same_gripper(narrow, 'a', Gripper(name='x', **NARROW), 'b')
+    with pytest.raises(ValueError) as err:
+        check_same_gripper(narrow, 'model.gripper', GRASPNET_GRIPPER, 'the labels')
+    assert 'model.gripper' in str(err.value) and 'the labels' in str(err.value)
+    assert 'max_width=0.08' in str(err.value) and 'max_width=0.1' in str(err.value)
+    path = tmp_path / 'gripper.json'
+    path.write_text(narrow.to_json())
+    assert read_gripper_file(str(path)) == narrow
+    path.write_text('{"max_width": "wide"}')
+    with pytest.raises(ValueError, match='not a gripper description'):
+        read_gripper_file(str(path))
+
+
+def test_collision_filter_fingers_follow_the_gripper():
+    g = grasp_row(width=0.04)[None]
+    # beside the right jaw (half width 2 cm): 1 cm fingers span 2-3 cm, 1.5 cm ones 2-3.5 cm
+    points = np.array([[x, 0.032, 0.0] for x in np.linspace(-0.035, 0.015, 6)])
+    thin = ModelFreeCollisionDetector(points, 0.01)
+    wide = ModelFreeCollisionDetector(points, 0.01, dict(finger_width=0.015))
+    assert wide.finger_width == 0.015 and thin.finger_width == 0.01
+    assert not thin.detect(g, 0.05, 0.01)[0] and wide.detect(g, 0.05, 0.01)[0]
+
+
+def test_evaluator_protocol_uses_the_grippers_fingers_and_width():
+    """evaluate_frame places the gripper's fingers: a point 3.2 cm beside the grasp centre
+    collides with 1.5 cm fingers only."""
+    from mmgrasp.geometry.sdf import SignedDistanceField
+    grid = np.ones((5, 5, 5))
+    grid[2, 2, 2] = 0.0
+    sdf = SignedDistanceField(grid, np.full(3, -0.004), 0.002)
+    model = np.array([[0.0, 0.032, 0.0]] + [[0.01, 0.0, z] for z in np.linspace(-5e-3, 5e-3,
+                                                                                  12)])
+    rows = grasp_row(width=0.04)[None].astype(np.float32)
+    rows[0, 0] = 1.0
+    thin = evaluate_frame(rows, [model], [sdf], [np.eye(4, dtype=np.float32)], None)
+    wide = evaluate_frame(rows, [model], [sdf], [np.eye(4, dtype=np.float32)], None,
+                          gripper=build_gripper(NARROW))
+    assert not thin['hit'][0] and wide['hit'][0]
+
+
+def test_models_decode_with_the_grippers_width_depth_and_height():
+    from mmgrasp.models.detectors.base import GraspDetector
+    det = GraspDetector(gripper=dict(max_width=0.08, height=0.03, depth_step=0.015))
+    rows = det.grasp_rows(torch.ones(1, 2), torch.tensor([[0.05, 0.07]]),
+                          torch.tensor([[0.015, 0.03]]), torch.eye(3).expand(1, 2, 3, 3),
+                          torch.zeros(1, 2, 3))
+    assert (rows[..., 2] == 0.03).all()
+    assert det.gripper.depths().tolist() == [0.015, 0.03, 0.045, 0.06]
