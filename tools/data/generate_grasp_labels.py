@@ -28,9 +28,7 @@ import os
 import sys
 import time
 
-from mmgrasp.datasets.labelgen.mesh import read_mesh
-from mmgrasp.datasets.labelgen.object_labels import BYTES_PER_CELL
-from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, generate_object
+from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
 from mmgrasp.geometry import build_gripper, read_gripper_file
 
@@ -82,22 +80,6 @@ def stamp_of(path: str, args, gripper) -> dict:
                 use_dexnet_sdf=args.use_dexnet_sdf, seed=args.seed, version=1)
 
 
-def label_one(obj: int, path: str, args, gripper, stamp: dict) -> tuple:
-    t0 = time.time()
-    mesh = read_mesh(path)
-    sdf = os.path.join(os.path.dirname(path), 'textured.sdf')
-    max_cells = max(1000, int(args.max_memory * 2 ** 30 / BYTES_PER_CELL))
-    labels = generate_object(mesh, args.out, obj, gripper, args.voxel_size, args.sdf_resolution,
-                             args.sdf_backend, max_cells, args.seed,
-                             sdf if args.use_dexnet_sdf and os.path.isfile(sdf) else None)
-    out = os.path.join(args.out, 'grasp_label', f'{obj:03d}_labels.json')
-    with open(out + '.tmp', 'w') as f:
-        json.dump(stamp, f, indent=1, sort_keys=True)
-    os.replace(out + '.tmp', out)
-    scores = labels['scores']
-    return obj, len(labels['points']), float((scores > 0).mean()), time.time() - t0
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -140,7 +122,9 @@ def main(argv=None) -> int:
           f'{gripper.describe()}, {args.nproc} process(es)', flush=True)
     t0, failed = time.time(), []
     with cf.ProcessPoolExecutor(max(1, args.nproc)) as pool:
-        futures = {pool.submit(label_one, obj, path, args, gripper, stamp): obj
+        futures = {pool.submit(label_mesh_file, obj, path, args.out, gripper, args.voxel_size,
+                               args.sdf_resolution, args.sdf_backend, args.max_memory,
+                               args.seed, args.use_dexnet_sdf, stamp): obj
                    for obj, (path, stamp) in todo.items()}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             obj = futures[fut]

@@ -15,8 +15,10 @@ label file, each written through a temporary name.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
+import time
 from typing import Callable, Optional
 
 import numpy as np
@@ -25,9 +27,9 @@ from mmgrasp.geometry import (GRASPNET_GRIPPER, Gripper, SignedDistanceField, re
                               voxel_downsample, write_dexnet_sdf)
 from ..synthetic.boxes import PLY_SPACING, SDF_RESOLUTION, curved_sdf_grid
 from ..synthetic.scene import EVAL_VOXEL
-from .mesh import (TriangleMesh, label_points, mesh_signed_distance, sample_surface,
+from .mesh import (TriangleMesh, label_points, mesh_signed_distance, read_mesh, sample_surface,
                    surface_area, write_mesh_obj)
-from .object_labels import object_grasp_labels
+from .object_labels import BYTES_PER_CELL, object_grasp_labels
 
 #: GraspNet-1Billion's label point spacing is not published; 5 mm voxels by default
 LABEL_VOXEL = 0.005
@@ -135,3 +137,24 @@ def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
     os.makedirs(os.path.join(root, 'grasp_label'), exist_ok=True)
     save_labels(os.path.join(root, 'grasp_label', f'{obj_id:03d}_labels.npz'), labels)
     return labels
+
+
+def label_mesh_file(obj: int, path: str, root: str, gripper: Gripper, voxel_size: float,
+                    resolution: float, sdf_backend: str, max_memory: float, seed: int,
+                    use_dexnet_sdf: bool, stamp: dict) -> tuple:
+    """One object of ``tools/data/generate_grasp_labels.py`` (a process of its pool):
+    :func:`generate_object` on the mesh file, then the ``%03d_labels.json`` stamp that marks it
+    done. ``max_memory``: GiB of working memory. Returns (id, points, share of feasible cells,
+    seconds)."""
+    t0 = time.time()
+    mesh = read_mesh(path)
+    sdf = os.path.join(os.path.dirname(path), 'textured.sdf')
+    max_cells = max(1000, int(max_memory * 2 ** 30 / BYTES_PER_CELL))
+    labels = generate_object(mesh, root, obj, gripper, voxel_size, resolution, sdf_backend,
+                             max_cells, seed,
+                             sdf if use_dexnet_sdf and os.path.isfile(sdf) else None)
+    out = os.path.join(root, 'grasp_label', f'{obj:03d}_labels.json')
+    with open(out + '.tmp', 'w') as f:
+        json.dump(stamp, f, indent=1, sort_keys=True)
+    os.replace(out + '.tmp', out)
+    return obj, len(labels['points']), float((labels['scores'] > 0).mean()), time.time() - t0
