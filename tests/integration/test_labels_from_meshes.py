@@ -11,7 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from mmengine.config import Config
 
+from mmgrasp.apis import register_all_modules
+from mmgrasp.apis.config_check import check_grippers
 from mmgrasp.datasets.graspness import generate_graspness
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
@@ -99,7 +102,6 @@ model = dict(num_seeds=32, num_views=6, num_angles=3, num_depths=2, gripper=grip
                                                 'num_angles=3, num_depths=2, gripper=gripper,',
                                                 'model = dict(num_seeds=32, num_views=6, '
                                                 'num_angles=3, num_depths=2,'))
-    from mmengine.config import Config
-    from mmgrasp.apis.config_check import check_grippers
+    register_all_modules()
     with pytest.raises(SystemExit, match='two grippers'):
         check_grippers(Config.fromfile(str(mixed)), str(mixed))
