@@ -44,8 +44,8 @@ from mmgrasp.geometry import (GRASPNET_GRIPPER, Gripper, force_closure_min_frict
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',
-           'march_exit', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN',
-           'MU_GRID']
+           'march_exit', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE',
+           'EDGE_MARGIN', 'MU_GRID']
 
 GRIPPER_HEIGHT = GRASPNET_GRIPPER.height  # graspnetAPI eval_utils.collision_detection
 GRIPPER_BASE_DEPTH = GRASPNET_GRIPPER.base_depth

@@ -17,7 +17,7 @@ from mmgrasp.datasets.labelgen.object_labels import jaw_axes, label_grasps
 from mmgrasp.datasets.labelgen.objects import find_meshes, save_labels
 from mmgrasp.datasets.synthetic.boxes import box_signed_distance
 from mmgrasp.datasets.synthetic.labels import MU_GRID
-from mmgrasp.datasets.synthetic.scene import eval_points, make_model, model_mesh
+from mmgrasp.datasets.synthetic.scene import make_model, model_mesh
 from mmgrasp.evaluation.functional.frame_eval import grasp_friction
 from mmgrasp.geometry import (GRASPNET_GRIPPER, build_gripper, force_closure, gripper_collision,
                               read_dexnet_sdf)
