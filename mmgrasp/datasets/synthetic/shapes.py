@@ -135,20 +135,24 @@ class Shape:
             faces = np.concatenate([np.array(BOX_FACES), np.array(BOX_FACES) + 8])
             return verts, faces
         if self.kind == 'torus':
-            prm, n, m = self.params, 32, 12
-            th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
-                                 indexing='ij')
-            rad = prm['R'] + prm['r'] * np.cos(ph)
-            verts = np.stack([rad * np.cos(th), rad * np.sin(th), prm['r'] * np.sin(ph)],
-                             -1).reshape(-1, 3)
-            i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
-            a, b = i * m + j, ((i + 1) % n) * m + j
-            c, d = ((i + 1) % n) * m + (j + 1) % m, i * m + (j + 1) % m
-            faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3),
-                                    np.stack([a, c, d], -1).reshape(-1, 3)])
-            return verts, faces
+            return self._torus_mesh(32, 12)
         verts = self.surface_points(0.01)
         return verts, ConvexHull(verts).simplices
+
+    def _torus_mesh(self, n: int, m: int) -> tuple:
+        """The torus as an n x m grid of quads (two triangles each), outward-oriented."""
+        prm = self.params
+        th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
+                             indexing='ij')
+        rad = prm['R'] + prm['r'] * np.cos(ph)
+        verts = np.stack([rad * np.cos(th), rad * np.sin(th), prm['r'] * np.sin(ph)],
+                         -1).reshape(-1, 3)
+        i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
+        a, b = i * m + j, ((i + 1) % n) * m + j
+        c, d = ((i + 1) % n) * m + (j + 1) % m, i * m + (j + 1) % m
+        faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3),
+                                np.stack([a, c, d], -1).reshape(-1, 3)])
+        return verts, faces
 
     def closed_mesh(self, spacing: float = 0.002) -> tuple:
         """(vertices (V, 3), triangles (F, 3)) of a closed, outward-oriented surface with
@@ -158,17 +162,7 @@ class Shape:
         if self.kind == 'torus':
             n = max(32, int(np.ceil(2 * np.pi * (prm['R'] + prm['r']) / spacing)))
             m = max(12, int(np.ceil(2 * np.pi * prm['r'] / spacing)))
-            th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
-                                 indexing='ij')
-            rad = prm['R'] + prm['r'] * np.cos(ph)
-            verts = np.stack([rad * np.cos(th), rad * np.sin(th), prm['r'] * np.sin(ph)],
-                             -1).reshape(-1, 3)
-            i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
-            a, b = i * m + j, ((i + 1) % n) * m + j
-            c, d = ((i + 1) % n) * m + (j + 1) % m, i * m + (j + 1) % m
-            faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3),
-                                    np.stack([a, c, d], -1).reshape(-1, 3)])
-            return verts, faces
+            return self._torus_mesh(n, m)
         if self.kind == 'lshape':
             a, w, t = prm['a'], prm['w'], prm['t']
             ring = np.array([[-a, -a], [a, -a], [a, -a + w], [-a + w, -a + w], [-a + w, a],

@@ -41,6 +41,7 @@ class EconomicGrasp(GraspDetector):
         crop: :class:`InteractiveCylinderCrop` options; head: :class:`InteractiveGraspHead`
             options; loss: :class:`EconomicGraspLoss` by default.
         point_ops: the point-op backend (see :class:`GraspDetector`).
+        gripper: see :class:`GraspDetector`; at most 0.1 m wide (the economic labels' mask).
     """
 
     #: the crop module after the view selection (FineGrasp swaps in its multi-scale crop)

@@ -57,6 +57,7 @@ class GraspNetBaseline(GraspDetector):
         objectness_filter: at inference keep only seeds predicted on an object (BL's
             ``pred_decode``); off by default, so ``pred_grasps`` has one row per seed and
             ``pred_objectness`` gives the probability to filter with later.
+        gripper: the gripper (widths, depths, height, collision filter; see GraspDetector).
 
     Inputs (after GraspDataPreprocessor): ``points`` (B, N, 3), ``objectness`` (B, N) int64,
     ``grasp_labels`` (GraspLabelBatch; training).

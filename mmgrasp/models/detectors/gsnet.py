@@ -41,6 +41,7 @@ class GSNet(GraspDetector):
         graspness_threshold: graspable points have predicted graspness above this (0.1).
         seed: seed of the model's own draws (the chosen view per seed in training).
         crop, loss, num_views/num_angles/num_depths: head and loss settings.
+        gripper: the gripper (widths, depths, height, collision filter; see GraspDetector).
     """
 
     def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,

@@ -20,9 +20,10 @@ def test_graspnetapi_judges_each_label_grasp_at_its_mu():
     feasible = label > 0
     assert feasible.sum() > 500 and (~feasible).sum() > 500
     np.testing.assert_array_equal(np.float32(golden[feasible]), np.float32(label[feasible]))
-    # an infeasible label (centre outside, too wide, no closure) is a grasp graspnetAPI may
-    # still close on; it never holds where the label found no contacts at the width it stores
-    assert (golden[~feasible] <= 0).mean() > 0.5
+    # an infeasible cell (centre outside the object, wider than the gripper, no closure), asked
+    # at the gripper's full opening, rarely holds for graspnetAPI (3 of 953 in the golden: its
+    # jaws close on a centre the labels' rule leaves out)
+    assert (golden[~feasible] > 0).mean() < 0.01
 
 
 def test_mmgrasp_recomputes_the_golden_labels():

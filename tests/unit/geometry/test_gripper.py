@@ -93,3 +93,30 @@ def test_models_decode_with_the_grippers_width_depth_and_height():
                           torch.zeros(1, 2, 3))
     assert (rows[..., 2] == 0.03).all()
     assert det.gripper.depths().tolist() == [0.015, 0.03, 0.045, 0.06]
+
+
+def _gsnet(gripper=None, assigner=None):
+    from mmgrasp.registry import MODELS, build_in_scope
+    import mmgrasp.models  # noqa: F401 - registers GSNet
+    torch.manual_seed(0)
+    return build_in_scope(MODELS, dict(
+        type='GSNet', num_seeds=16, num_views=5, num_angles=3, num_depths=3, gripper=gripper,
+        backbone=dict(type='SparseUNet14', channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
+        crop=dict(channels=(16, )),
+        assigner=assigner or dict(type='NearestLabelAssigner', num_views=5)))
+
+
+def test_gsnet_decodes_and_assigns_with_its_gripper():
+    narrow = dict(max_width=0.03, depth_step=0.02, height=0.025)
+    default, model = _gsnet(), _gsnet(narrow)
+    assert default.assigner.max_width == 0.1 and model.assigner.max_width == 0.03
+    points = torch.rand(1, 600, 3) * 0.1
+    with torch.no_grad():
+        a = default.predict(dict(points=points), None)[0].pred_grasps
+        b = model.predict(dict(points=points), None)[0].pred_grasps
+    assert (b[:, 1] <= 0.03).all() and (b[:, 2] == 0.025).all()
+    assert np.isin(np.round(b[:, 3].double().numpy(), 6), [0.02, 0.04, 0.06]).all()
+    assert (a[:, 1] > 0.03).any()
+    assert np.isin(np.round(a[:, 3].double().numpy(), 6), [0.01, 0.02, 0.03]).all()
+    with pytest.raises(ValueError, match='its assigner NearestLabelAssigner'):
+        _gsnet(narrow, dict(type='NearestLabelAssigner', num_views=5, gripper=NARROW))
