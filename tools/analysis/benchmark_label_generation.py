@@ -17,6 +17,7 @@ grasps (docs/benchmarks.md, "Grasp labels from meshes").
         graspnetapi /tmp/bench
 """
 import argparse
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -78,31 +79,14 @@ def run_mmgrasp(a) -> None:
 
 
 def run_graspnetapi(a) -> None:
-    from graspnetAPI.utils.config import get_config
-    from graspnetAPI.utils.dexnet.grasping.grasp import ParallelJawPtGrasp3D
-    from graspnetAPI.utils.dexnet.grasping.grasp_quality_config import \
-        GraspQualityConfigFactory
-    from graspnetAPI.utils.eval_utils import get_grasp_score, load_dexnet_model
-    from graspnetAPI.utils.rotation import matrix_to_dexnet_params
+    spec = importlib.util.spec_from_file_location('make_labelgen_golden', os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), 'golden', 'make_labelgen_golden.py'))
+    golden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(golden)
     data = np.load(os.path.join(a.out, 'sample.npz'))
-    config = get_config()
-    fc_list = np.round(np.arange(10, 0, -1) * 0.1, 1)
-    fc_config = {}
-    for value in fc_list:
-        config['metrics']['force_closure']['friction_coef'] = value
-        fc_config[value] = GraspQualityConfigFactory.create_config(
-            config['metrics']['force_closure'])
-    np.random.seed(0)
-    model = load_dexnet_model(os.path.join(a.out, 'models', f'{int(data["model"]):03d}',
-                                           'textured'))
     t0 = time.perf_counter()
-    for row in data['rows']:
-        rot = row[4:13].reshape(3, 3)
-        centre = rot @ np.array([row[3], 0, 0]) + row[13:16]
-        binormal, angle = matrix_to_dexnet_params(rot)
-        grasp = ParallelJawPtGrasp3D(ParallelJawPtGrasp3D.configuration_from_params(
-            centre, binormal, row[1], angle), row[3])
-        get_grasp_score(grasp, model, fc_list, fc_config)
+    golden.judge_rows(os.path.join(a.out, 'models', f'{int(data["model"]):03d}', 'textured'),
+                      data['rows'])
     seconds = time.perf_counter() - t0
     with open(os.path.join(a.out, 'mmgrasp.json')) as f:
         ours = json.load(f)

@@ -71,14 +71,16 @@ def prepare(out: str, points_per_object: int = 4) -> None:
              object=np.concatenate(objs))
 
 
-def judge(out: str) -> None:
+def judge_rows(model_prefix: str, rows: np.ndarray) -> np.ndarray:
+    """graspnetAPI's μ of each GraspGroup row (object frame) on the dexnet model
+    ``model_prefix`` (``.obj`` / ``.sdf``): the smallest of 1.0, 0.9, ..., 0.1 at which
+    ``get_grasp_score`` finds force closure, -1 if none (graspnetAPI's environment only)."""
     from graspnetAPI.utils.config import get_config
     from graspnetAPI.utils.dexnet.grasping.grasp import ParallelJawPtGrasp3D
     from graspnetAPI.utils.dexnet.grasping.grasp_quality_config import \
         GraspQualityConfigFactory
     from graspnetAPI.utils.eval_utils import get_grasp_score, load_dexnet_model
     from graspnetAPI.utils.rotation import matrix_to_dexnet_params
-    data = np.load(os.path.join(out, 'cells.npz'))
     config = get_config()
     fc_list = np.round(np.arange(10, 0, -1) * 0.1, 1)
     fc_config = {}
@@ -86,24 +88,33 @@ def judge(out: str) -> None:
         config['metrics']['force_closure']['friction_coef'] = value
         fc_config[value] = GraspQualityConfigFactory.create_config(
             config['metrics']['force_closure'])
+    np.random.seed(0)  # dexnet's Sdf3D draws its out-of-grid surface sample
+    model = load_dexnet_model(model_prefix)
+    mu = np.zeros(len(rows))
+    for i, row in enumerate(rows):
+        rot = row[4:13].reshape(3, 3)
+        centre = rot @ np.array([row[3], 0, 0]) + row[13:16]
+        binormal, angle = matrix_to_dexnet_params(rot)
+        grasp = ParallelJawPtGrasp3D(ParallelJawPtGrasp3D.configuration_from_params(
+            centre, binormal, row[1], angle), row[3])
+        mu[i] = get_grasp_score(grasp, model, fc_list, fc_config)
+    return mu
+
+
+def judge(out: str) -> None:
+    data = np.load(os.path.join(out, 'cells.npz'))
     mu = np.zeros(len(data['rows']))
     for obj, _ in OBJECTS:
-        np.random.seed(0)
-        model = load_dexnet_model(os.path.join(out, 'models', f'{obj:03d}', 'textured'))
-        for i in np.flatnonzero(data['object'] == obj):
-            row = data['rows'][i]
-            rot = row[4:13].reshape(3, 3)
-            centre = rot @ np.array([row[3], 0, 0]) + row[13:16]
-            binormal, angle = matrix_to_dexnet_params(rot)
-            grasp = ParallelJawPtGrasp3D(ParallelJawPtGrasp3D.configuration_from_params(
-                centre, binormal, row[1], angle), row[3])
-            mu[i] = get_grasp_score(grasp, model, fc_list, fc_config)
+        mine = data['object'] == obj
+        mu[mine] = judge_rows(os.path.join(out, 'models', f'{obj:03d}', 'textured'),
+                              data['rows'][mine])
     np.savez(os.path.join(out, 'golden.npz'), mu=mu)
     import graspnetAPI
     with open(os.path.join(out, 'golden.json'), 'w') as f:
         json.dump(dict(graspnetapi=getattr(graspnetAPI, '__version__', 'bd6783c'),
                        numpy=np.__version__, python=platform.python_version(),
-                       friction=fc_list.tolist(), grasps=int(len(mu)),
+                       friction=np.round(np.arange(10, 0, -1) * 0.1, 1).tolist(),
+                       grasps=int(len(mu)),
                        feasible_labels=int((data['label_mu'] > 0).sum())), f, indent=1)
 
 
