@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time and peak memory of labelling one object from its mesh at GraspNet-1Billion's grid
 (300 x 12 x 4) and label point density, against graspnetAPI's own per-grasp code on the same
-grasps (docs/benchmarks.md, "Grasp labels from meshes").
+grasps (docs/notes/benchmarks/label_generation.md).
 
 1. ``mmgrasp`` (mmgrasp's environment): the mesh of a synthetic model (``--shape``, model id
    ``--model``) through ``generate_object`` in a child process (its peak RSS from

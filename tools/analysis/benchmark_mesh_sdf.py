@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Signed distances of triangle meshes: accuracy and speed of the candidate libraries on the
-grids the label generator samples (docs/benchmarks.md, "Grasp labels from meshes").
+grids the label generator samples (docs/notes/benchmarks/label_generation.md).
 
 Two steps, because the libraries live in a venv of their own:
 

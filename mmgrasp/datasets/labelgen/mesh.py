@@ -8,7 +8,7 @@ the mean of each occupied voxel); the voxel size is not published and is a setti
 
 The signed distance comes from the mesh through open3d's ``RaycastingScene`` (exact distance
 to the triangles, inside by ray parity; chosen by accuracy and speed against pysdf, trimesh
-and point-cloud-utils, docs/benchmarks.md), sampled on a grid and written as dexnet's
+and point-cloud-utils, docs/notes/benchmarks/label_generation.md), sampled on a grid and written as dexnet's
 ``textured.sdf``, the file the evaluator reads.
 """
 from __future__ import annotations
