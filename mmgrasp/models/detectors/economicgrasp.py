@@ -116,7 +116,8 @@ class EconomicGrasp(GraspDetector):
                 ) -> List[GraspDataSample]:
         """Each sample gets ``pred_grasps`` (Ns, 17) as GraspNet's evaluation expects (the
         reference's ``pred_decode``): score = Σ 0.2·k · score logit k (raw logits), width =
-        clamp(1.2 · w / 10, 0, 0.1), height 0.02, depth = (argmax + 1) · 0.01, rotation of
+        clamp(1.2 · w / 10, 0, max width), height, depth = (argmax + 1) · depth step (the
+        gripper's: 0.1, 0.02, 0.01 for GraspNet's), rotation of
         the argmax view and angle argmax · π / A, translation the seed, object id −1."""
         out = self._seed_stage(inputs)
         view_scores, residual = self.approach_head(out['seed_features'])

@@ -49,7 +49,7 @@ class GraspNetBaseline(GraspDetector):
             (:class:`PointNet2Backbone`).
         approach: the view/objectness head (:class:`ApproachNet`).
         crop: the per-depth crop (:class:`DepthCloudCrop`); ``num_depths`` (and, where taken,
-            ``in_channels``) are filled in.
+            ``in_channels`` and ``hmax``: the gripper's depths) are filled in.
         operation, tolerance: per-depth heads (:class:`OperationNet`, :class:`ToleranceNet`).
         assigner: BL's NearestLabelAssigner options by default.
         loss: :class:`GraspNetBaselineLoss` by default.
@@ -76,8 +76,11 @@ class GraspNetBaseline(GraspDetector):
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(
             approach or dict(type='ApproachNet'), in_channels=channels, num_views=num_views))
+        # each depth class crops up to its depth: (d + 1) * the gripper's depth step
+        hmax = tuple(round((d + 1) * self.gripper.depth_step, 10) for d in range(num_depths))
         self.crop = build_in_scope(MODELS, _with_defaults(
-            crop or self.default_crop(), num_depths=num_depths, in_channels=channels))
+            crop or self.default_crop(), num_depths=num_depths, in_channels=channels,
+            hmax=hmax))
         self.operation = build_in_scope(MODELS, _with_defaults(
             operation or dict(type='OperationNet'), in_channels=self.crop.out_channels,
             num_angles=num_angles))
@@ -169,11 +172,12 @@ class GraspNetBaseline(GraspDetector):
 
     def predict(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None
                 ) -> List[GraspDataSample]:
-        """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height (0.02), depth,
-        rotation (3×3, row-major), translation (the seed), object id (−1), as GraspNet's
+        """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height (the gripper's),
+        depth, rotation (3×3, row-major), translation (the seed), object id (−1), as GraspNet's
         evaluation expects (BL ``pred_decode``: angle = argmax of the angle logits per depth,
         depth = argmax of the score over depths, score × tolerance / 0.05, width 1.2·pred
-        clamped to [0, 0.1]); and ``pred_objectness`` (Ns,) the predicted object probability.
+        clamped to [0, the gripper's maximum]); and ``pred_objectness`` (Ns,) the predicted
+        object probability.
         With ``objectness_filter`` only the seeds predicted on an object are kept."""
         stage = self._seed_stage(inputs)
         seeds, top_view = stage['seeds'], stage['top_view']

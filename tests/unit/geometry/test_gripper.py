@@ -136,3 +136,64 @@ def test_detectors_collision_filter_places_the_grippers_fingers():
         det = GraspDetector(gripper=gripper, test_cfg=dict(collision_thresh=0.01))
         kept.append(len(det.filter_collisions({}, [sample])[0].pred_grasps))
     assert kept == [1, 0]
+
+
+
+def _predict(model):
+    """pred_grasps of ``model`` on one fixed cloud."""
+    from mmgrasp.structures.data_sample import GraspDataSample
+    points = torch.rand(1, 400, 3, generator=torch.Generator().manual_seed(1)) * 0.1
+    with torch.no_grad():
+        return model.predict(dict(points=points), [GraspDataSample()])[0].pred_grasps
+
+
+def _build(cfg, gripper=None):
+    """``cfg``'s detector from seed 0, its width output set to a constant 4.8 cm (untrained,
+    it predicts widths below 0, all clamped to 0)."""
+    from mmgrasp.registry import MODELS, build_in_scope
+    import mmgrasp.models  # noqa: F401 - registers the detectors
+    torch.manual_seed(0)
+    model = build_in_scope(MODELS, dict(cfg, gripper=gripper)).eval()
+    if cfg['type'] == 'GraspNetBaseline':  # width = 1.2 * output
+        conv, rows, value = model.operation.layers[-1], slice(2 * model.num_angles, None), 0.04
+    else:  # width = 1.2 * output / 10
+        conv, rows, value = model.grasp_head.outputs['width'], slice(None), 0.4
+    conv.weight.data[rows] = 0
+    conv.bias.data[rows] = value
+    return model
+
+
+NARROW_DECODE = dict(max_width=0.03, height=0.025, depth_step=0.02)
+
+
+def test_economicgrasp_decodes_with_its_gripper():
+    """4.8 cm widths clamped at the gripper's 3 cm, its height, depths that step by its depth
+    step; a gripper wider than the economic labels' 0.1 m is refused."""
+    model = _build(dict(
+        type='EconomicGrasp', num_seeds=32, num_views=5, num_angles=3, num_depths=3,
+        test_cfg=dict(collision_thresh=0.0), assigner=dict(type='EconomicAssigner', num_views=5),
+        backbone=dict(type='SparseUNet14', channels=(8, ) * 8, out_channels=32),
+        crop=dict(channels=(16, 16), channels2=(16, 16)), head=dict(embed_channels=8)),
+        NARROW_DECODE)
+    rows = _predict(model)
+    assert (rows[:, 1] == 0.03).all() and (rows[:, 2] == 0.025).all()
+    assert np.isin(np.round(rows[:, 3].double().numpy(), 6), [0.02, 0.04, 0.06]).all()
+    with pytest.raises(ValueError, match='opens wider than 0.1 m'):
+        _build(dict(type='EconomicGrasp', backbone=dict(type='SparseUNet14')),
+               dict(max_width=0.12))
+
+
+def test_graspnet_baseline_crops_and_decodes_with_its_gripper():
+    """Each depth class crops up to its depth, (d + 1) * the gripper's depth step; widths are
+    clamped at its maximum (4.8 cm predicted, 3 cm decoded), heights and depths are its own."""
+    model = _build(dict(
+        type='GraspNetBaseline', num_views=5, num_angles=3, num_depths=3,
+        backbone=dict(type='PointNet2Backbone', npoints=(256, 128, 64, 32), scale=0.25),
+        crop=dict(type='DepthCloudCrop', nsample=16, channels=(16, 32, 64)),
+        operation=dict(type='OperationNet', hidden=32),
+        tolerance=dict(type='ToleranceNet', hidden=32)), NARROW_DECODE)
+    assert model.crop.hmax == (0.02, 0.04, 0.06)
+    rows = _predict(model)
+    assert (rows[:, 1] == 0.03).all()
+    assert (rows[:, 2] == 0.025).all()
+    assert np.isin(np.round(rows[:, 3].double().numpy(), 6), [0.02, 0.04, 0.06]).all()
