@@ -6,10 +6,11 @@ from typing import Dict, List, Optional, Sequence, Union
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
+from mmgrasp.geometry.gripper import GRASPNET_GRIPPER, GripperLike, build_gripper
 from mmgrasp.registry import METRICS
 from ..coverage import check_coverage, coverage, split_names
-from ..graspnet_dump_eval import (EVALUATOR_VERSION, evaluate_dump, evaluate_sizes, summarize,
-                             write_json)
+from ..graspnet_dump_eval import (EVALUATOR_VERSION, STANDARD, evaluate_dump, evaluate_sizes,
+                                  summarize, write_json)
 from .grasp_dump import write_frame_dump
 
 
@@ -43,6 +44,9 @@ class GraspNetMetric(BaseMetric):
         split: the split the frames should cover ('test', 'test_seen', 'seen', ...; None: the
             test splits the evaluated scenes belong to); ``tools/test.py`` passes the dataset's.
         require_complete: raise instead of warning when the frames do not cover the split.
+        gripper: the gripper the grasps are checked with (fingers and palm against the scene,
+            widths clipped to its maximum): a :class:`mmgrasp.geometry.Gripper` or a dict of
+            its fields; None is GraspNet's. It must be the model's and the labels' gripper.
     """
 
     default_prefix = 'graspnet'
@@ -51,7 +55,7 @@ class GraspNetMetric(BaseMetric):
                  nproc: int = 1, frame_timeout: float = 600.0, progress: bool = True,
                  settings: Optional[dict] = None, sdf_sample_seed: Optional[int] = None,
                  scale_ap: bool = False, split: Optional[str] = None,
-                 require_complete: bool = False,
+                 require_complete: bool = False, gripper: GripperLike = None,
                  collect_device: str = 'cpu', prefix: Optional[str] = None):
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.data_root = data_root
@@ -66,6 +70,7 @@ class GraspNetMetric(BaseMetric):
         split_names(split)  # a wrong name fails here, not after the inference
         self.split = split
         self.require_complete = bool(require_complete)
+        self.gripper = build_gripper(gripper)
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
@@ -89,15 +94,20 @@ class GraspNetMetric(BaseMetric):
                        results_dir=os.path.join(self.dump_dir, f'eval_{self.camera}'),
                        frame_timeout=self.frame_timeout, progress=self.progress,
                        sdf_sample_seed=self.sdf_sample_seed)
+        protocol = STANDARD if self.gripper.same_as(GRASPNET_GRIPPER) else \
+            STANDARD.with_gripper(self.gripper)
         accuracy = evaluate_dump(self.data_root, self.dump_dir, self.camera, sorted(frames),
-                                 frames, **options)
+                                 frames, protocol=protocol, **options)
         figures = summarize(accuracy)
         if self.scale_ap:
             figures.update(evaluate_sizes(self.data_root, self.dump_dir, self.camera,
-                                          sorted(frames), frames, **options))
+                                          sorted(frames), frames, gripper=self.gripper,
+                                          **options))
         payload = dict(figures=figures, scenes=sorted(frames), camera=self.camera,
                        evaluator=EVALUATOR_VERSION, settings=self.settings, coverage=cov,
                        dump_dir=os.path.abspath(self.dump_dir))
+        if protocol is not STANDARD:
+            payload['gripper'] = self.gripper.to_dict()
         path = os.path.join(self.dump_dir, f'graspnet_{self.camera}.json')
         write_json(path, payload)
         logger.info(f'GraspNet evaluation written to {path}')
