@@ -12,6 +12,8 @@ Scale-Balanced-Grasp's AP by grasp width); ``--json`` writes them too. Per-scene
 kept in ``DUMP/eval_<camera>/``, so an interrupted run resumes. A split whose scenes are not
 all on disk, or a frame stride / list, is evaluated and labelled "sampled: N of M frames, not
 comparable with published AP" (a warning; ``--require-complete`` makes it an error).
+Frames whose dump holds no grasp (each scores 0) are counted in the table and the JSON and
+named in a warning.
 ``--diagnose DIR`` writes per-grasp tables, plots and PLY scenes (:mod:`.diagnostics`).
 """
 import argparse
@@ -20,6 +22,8 @@ import sys
 from typing import Dict, List, Optional
 
 from .coverage import IncompleteEvaluation, check_coverage, coverage, split_names
+from .empty_frames import (empty_dump_frames, empty_frame_figures, empty_frames_message,
+                           empty_frames_record)
 from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, evaluate_sizes,
                             scene_frames, summarize, write_json)
 from .report import results_table
@@ -165,6 +169,12 @@ def main(argv=None) -> dict:
             accuracy = evaluate_dump(args.data_root, args.dump, args.camera, scenes, frames,
                                      **options)
         figures = summarize(accuracy)
+        empty = empty_dump_frames(args.dump, args.camera, frames)
+        figures.update(empty_frame_figures(empty, scenes))
+        empty_record = empty_frames_record(empty, sum(map(len, frames.values())))
+        message = empty_frames_message(empty_record, 'mmgrasp-eval')
+        if message:
+            print(f'warning: {message}', file=sys.stderr)
         if args.scale_ap:
             figures.update(evaluate_sizes(args.data_root, args.dump, args.camera, scenes,
                                           frames, **options))
@@ -177,7 +187,7 @@ def main(argv=None) -> dict:
         print(f'diagnostics: {args.diagnose}')
     if args.json:
         write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
-                                   coverage=cov, dump_dir=args.dump))
+                                   coverage=cov, empty_frames=empty_record, dump_dir=args.dump))
     return figures
 
 
