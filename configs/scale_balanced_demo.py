@@ -18,6 +18,8 @@ model = dict(
 # epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'),
                 dict(type='ScaleStatisticHook', num_frames=16, min_count=1),
-                dict(type='InitialCheckpointHook')]
+                dict(type='BNMomentumHook'), dict(type='InitialCheckpointHook')]
 train_cfg = dict(max_epochs=4)
+param_scheduler = [dict(type='OneCycleLR', eta_max=1e-3, by_epoch=True, begin=0, end=4,
+                        convert_to_iter_based=True)]
 default_hooks = dict(logger=dict(interval=4))
