@@ -1,55 +1,44 @@
-"""BNMomentumHook: GraspNet-baseline's and Scale-Balanced-Grasp's BatchNorm momentum decay."""
+"""BNMomentumHook: a step decay of the BatchNorm momentum of a model part, per epoch."""
 from mmengine.hooks import Hook
-from torch.nn.modules.batchnorm import _BatchNorm
+from mmengine.model import is_model_wrapper
+from torch import nn
 
 from mmgrasp.registry import HOOKS
 
 
 @HOOKS.register_module()
 class BNMomentumHook(Hook):
-    """Set the momentum of every BatchNorm layer at the start of each training epoch to
-    ``max(init * rate ** (epoch // step), minimum)`` (PyTorch's convention: the weight of the new
-    batch in the running statistics).
+    """Before each epoch, set the momentum of every BatchNorm layer of ``model.<module>`` to
+    max(``initial`` · ``decay`` ^ ⌊epoch / ``step``⌋, ``minimum``).
 
-    Why: graspnet-baseline's and Scale-Balanced-Grasp's ``train.py`` do this
-    (``BNMomentumScheduler``: 0.5, halved every 2 epochs, at least 0.001). With PyTorch's fixed
-    0.1 a short training keeps part of the running statistics' initial values (0 and 1) and
-    lags behind its weights; eval mode, which uses them, then sees other features than
-    training did: after the 32 steps of the CPU demos no seed passed the objectness filter
-    (``docs/notes/benchmarks/demos.md``). The momentum changes no weight: training-mode
-    outputs use the batch statistics. It is not saved in checkpoints; a resumed run sets it
-    again from its epoch. Only ``torch.nn`` BatchNorm modules are set: code that calls
-    ``F.batch_norm`` with a momentum of its own (FineGrasp's stacked group heads) keeps it.
+    HGGD (``train_graspnet.py``: ``BNMomentumScheduler`` on the image network only) uses 0.5,
+    0.5, 2, 0.001: momentum 0.5 in epochs 0-1, 0.25 in 2-3, ... (PyTorch's momentum: the
+    weight of the new batch). graspnet-baseline's and Scale-Balanced-Grasp's ``train.py`` use
+    the same schedule on the whole model (``module=''``); their CPU demos need it: at PyTorch's
+    fixed 0.1 a short training leaves eval-mode statistics so far from the batches that no seed
+    passes the objectness filter (``docs/notes/benchmarks/demos.md``). mmengine's momentum
+    schedulers change the optimizer's momentum, not BatchNorm's, hence this hook.
 
     Args:
-        init: momentum of epochs ``0 .. step - 1`` (0.5).
-        rate: factor applied every ``step`` epochs (0.5).
-        step: epochs between decays (2).
-        minimum: lower bound of the momentum (0.001).
+        module: attribute of the model whose BatchNorm layers change ('' : the whole model).
+        initial, decay, step, minimum: the schedule.
     """
 
-    priority = 'NORMAL'
-
-    def __init__(self, init: float = 0.5, rate: float = 0.5, step: int = 2,
-                 minimum: float = 0.001):
-        if not 0 < init <= 1 or not 0 < rate <= 1 or not 0 <= minimum <= init:
-            raise ValueError(f'BNMomentumHook needs 0 < init <= 1, 0 < rate <= 1 and '
-                             f'0 <= minimum <= init, got init={init}, rate={rate}, '
-                             f'minimum={minimum}')
-        if not isinstance(step, int) or step < 1:
-            raise ValueError(f'BNMomentumHook: step must be a positive int, got {step!r}')
-        self.init, self.rate, self.step, self.minimum = init, rate, step, minimum
+    def __init__(self, module: str = '', initial: float = 0.5, decay: float = 0.5,
+                 step: int = 2, minimum: float = 0.001) -> None:
+        if step < 1 or not 0 < minimum <= initial <= 1:
+            raise ValueError(f'BNMomentumHook: step >= 1 and 0 < minimum <= initial <= 1, got '
+                             f'step {step}, minimum {minimum}, initial {initial}')
+        self.module, self.initial, self.decay = module, initial, decay
+        self.step, self.minimum = step, minimum
 
     def momentum(self, epoch: int) -> float:
-        """The momentum of training epoch ``epoch`` (0-based)."""
-        return max(self.init * self.rate ** (epoch // self.step), self.minimum)
+        return max(self.initial * self.decay ** (epoch // self.step), self.minimum)
 
     def before_train_epoch(self, runner) -> None:
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        part = model.get_submodule(self.module)
         momentum = self.momentum(runner.epoch)
-        for module in runner.model.modules():
-            if isinstance(module, _BatchNorm):
-                module.momentum = momentum
-
-    def __repr__(self) -> str:
-        return (f'{type(self).__name__}(init={self.init}, rate={self.rate}, step={self.step}, '
-                f'minimum={self.minimum})')
+        for m in part.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.momentum = momentum
