@@ -20,8 +20,8 @@ train_cfg = dict(max_epochs=4)
 # which the test uses, 20-60 % above the batch variances in every layer: in eval mode each seed's
 # objectness logit margin fell from about -0.6 to -5, no seed passed the objectness filter and
 # every dump was empty (AP 0.00, as the untrained start). The hook changes no weight (the logged
-# losses are the same); with it the last checkpoint scores AP 7.21 on the test scenes (one run;
-# docs/notes/benchmarks/demos.md).
+# losses are the same); with it the last checkpoint scores AP 7.21 on the test scenes (one run,
+# 4 December 2026; docs/notes/benchmarks/demos.md).
 # epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='BNMomentumHook'),
                 dict(type='InitialCheckpointHook')]
