@@ -72,7 +72,9 @@ class GraspDetector(BaseModel):
                           ) -> List[GraspDataSample]:
         """Drop the predicted grasps that collide with the observed cloud (graspnet-baseline's
         ``ModelFreeCollisionDetector.detect``), as ``test_cfg`` says; per-grasp fields
-        (``pred_objectness``) are filtered alike."""
+        (``pred_objectness``) are filtered alike. Each sample keeps how many grasps it had before
+        (``grasps_before_collision``): the evaluation tells a frame the model decoded nothing
+        for from one the filter emptied."""
         cfg = self.test_cfg
         if cfg['collision_thresh'] <= 0 or not results:
             return results
@@ -98,6 +100,7 @@ class GraspDetector(BaseModel):
             collided = detector.detect(host_grasps[b], cfg['approach_dist'],
                                        cfg['collision_thresh'])
             keep = torch.from_numpy(np.flatnonzero(~collided)).to(grasps[b].device)
+            sample.grasps_before_collision = len(host_grasps[b])
             sample.pred_grasps = grasps[b][keep]
             if 'pred_objectness' in sample:
                 sample.pred_objectness = sample.pred_objectness[keep]
