@@ -173,6 +173,12 @@ class ScopedReferences:
         with self._reference('cylinder_queries'):
             return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
 
+    def knn(self, ref, query, k: int):
+        """Squared distances and indices of the k nearest (k > 3)."""
+        ref, query = self._contiguous(ref, query)
+        with self._reference('knn'):
+            return self._ops._knn_reference(ref, query, k)
+
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
         import torch

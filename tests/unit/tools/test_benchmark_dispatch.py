@@ -130,7 +130,8 @@ def _point_ops_run(xyz, rot, feats):
         ball=point_ops.ball_query(0.2, 4, xyz, xyz[:, :8]),
         cylinder=point_ops.cylinder_queries(xyz, xyz[:, :8], rot, (0.1, 0.2), -0.02,
                                             (0.02, 0.04), 4),
-        interpolated=point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
+        interpolated=point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats),
+        **dict(zip(('knn_dist', 'knn_idx'), point_ops.knn(xyz[:, :30], xyz, 8))))
 
 
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
@@ -150,9 +151,10 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     # (one launch) and its own weight and gather ops
     assert scoped['launches'] < reference_counts['launches']
     interpolation = _count(lambda: point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
-    # and the copies the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of
-    # both queries and the expanded frames rot
-    assert scoped['launches'] == 3 + 3 + interpolation['other']['launches']
+    # kNN of k = 8: one launch and the square root of its squared distances; and the copies
+    # the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of both queries,
+    # the expanded frames rot and kNN's reference points xyz[:, :30]
+    assert scoped['launches'] == 3 + 2 + 4 + interpolation['other']['launches']
     assert scoped['syncs'] == 0
 
 
