@@ -158,8 +158,9 @@ def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
         dist2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
         if k > 3:
             dist2, idx = dist2.sort(dim=-1, stable=True)
-            dists.append(dist2[..., :k])
-            inds.append(idx[..., :k])
+            # copies, not views: a view would keep the chunk's whole (B, chunk, M) sort alive
+            dists.append(dist2[..., :k].clone())
+            inds.append(idx[..., :k].clone())
             continue
         picked = []  # k rounds of the first minimum, each taken out: cheaper than a sort
         for _ in range(k):
