@@ -187,6 +187,21 @@ def test_torch_reference_runs_the_torch_backend():
     assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
 
 
+def test_a_foreach_clip_by_value_is_charged_over_the_gradients_sizes(monkeypatch):
+    """clip_grad_value_(foreach=True): a _foreach_clamp_min_ and a _foreach_clamp_max_ over
+    the gradients, each charged by the gradients' chunks (here two launches once a launch
+    holds four blocks, as their three-chunk gradients need six); no sync."""
+    chunk = dispatch.MULTI_TENSOR_CHUNK
+    params = [torch.nn.Parameter(torch.zeros(3 * chunk)) for _ in range(2)]
+    for p in params:
+        p.grad = torch.linspace(-2, 2, 3 * chunk)
+    clip = lambda: torch.nn.utils.clip_grad_value_(params, 0.5, foreach=True)  # noqa: E731
+    assert _count(clip)['other'] == dict(launches=2, syncs=0)
+    monkeypatch.setattr(dispatch, 'MULTI_TENSOR_MAX_BLOCKS', 4)
+    assert _count(clip)['other'] == dict(launches=4, syncs=0)
+    assert float(params[0].grad.abs().max()) == 0.5
+
+
 def test_multi_tensor_launches_follow_torchs_chunking():
     """torch's multi_tensor_apply: a launch when the tensors or the blocks (65 536-element
     chunks) of one launch fill up, and one for what is left; empty tensors are skipped."""
