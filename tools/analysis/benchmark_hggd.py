@@ -5,7 +5,9 @@
 - ``count``: kernel launches, host syncs and peak live bytes of one training iteration that
   steps the optimizer (forward, losses, backward, fused AdamW with clipping) and of one
   inference pass, as ``mmgrasp/analysis/dispatch_count.py`` counts them for the CUDA path (the
-  point ops charged as their Triton kernels, their torch references run in their place);
+  point ops charged as their Triton kernels, their torch references run in their place),
+  after one unmeasured training iteration (the optimizer makes its state at its first step:
+  624 fills, once a training);
 - ``cnn``: the image network's forward + backward time in float32, with channels-last memory,
   and under bfloat16 autocast (median of ``--repeats`` after one warm-up).
 
@@ -78,11 +80,15 @@ def count(args) -> dict:
         with torch.no_grad(), dc.stage('forward', spans):
             model.predict(inputs, samples)
 
-    out = {}
-    for mode, run in (('train', train), ('inference', inference)):  # no lazy init on the CPU
+    start = time.perf_counter()
+    train()  # the warm-up: the optimizer's state
+    out = {'warmup_seconds': round(time.perf_counter() - start, 1)}
+    print(json.dumps(out), file=sys.stderr, flush=True)
+    for mode, run in (('train', train), ('inference', inference)):
         spans.clear()
         start = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        # the shapes: the sizes of the tensors a multi-tensor (foreach) op works on
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             run()
         seconds = time.perf_counter() - start
         parts = dc.count_events(prof.events(), [s for s in spans if s[0] != 'forward'], numels)
