@@ -139,7 +139,7 @@ def hggd_collision_free(grasps: np.ndarray, cloud: np.ndarray, voxel_size: float
                         depth: float = 0.02, min_points: int = 2, chunk: int = 64) -> np.ndarray:
     """(G,) bool: the grasps HGGD's test script keeps (its ``ModelFreeCollisionDetector`` in
     ``mode='graspnet'``): no point of the voxel-downsampled cloud in either finger box (x in
-    (depth − finger_length, depth), |z| < height / 2, beyond the jaws by up to
+    (depth − finger_length, depth), abs(z) < height / 2, beyond the jaws by up to
     ``finger_width``), none in the box behind the fingers (x in (depth − finger_length −
     finger_width − approach_dist, depth − finger_length], across the jaws and fingers), and more
     than ``min_points`` between the jaws. Height and depth are the detector's constants, not

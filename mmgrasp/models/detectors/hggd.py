@@ -49,7 +49,7 @@ class HGGD(GraspDetector):
         knn: image features fused per scene point from this many xyz-map neighbours (8).
         sigma: σ of the heatmap blur (10; kernel 9).
         anchor_width / anchor_depth: width (px at the image's scale) and depth (mm) anchors.
-        top_k: anchors kept per region at test (10); max_gamma: |γ| limit at test (degrees).
+        top_k: anchors kept per region at test (10); max_gamma: limit of abs(γ) at test (degrees).
         seed: seed of the model's draws (regions); training draws come from (seed, epoch,
             sample index), test draws from (seed, scene, camera, frame).
     """

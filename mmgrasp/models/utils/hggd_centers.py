@@ -126,7 +126,7 @@ def decode_candidates(maps: Dict[str, Tensor], x: Tensor, y: Tensor, grid: int =
 def greedy_keep(x: Tensor, y: Tensor, theta: Tensor, valid: Tensor, num_centers: int,
                 min_distance: float = 8.0, max_angle: float = math.pi / 6) -> Tensor:
     """The reference's greedy 2-D NMS, candidates in order: a valid candidate is kept unless a
-    kept one lies closer than ``min_distance`` px with |Δθ| (mod π) below ``max_angle``; at most
+    kept one lies closer than ``min_distance`` px with abs(Δθ) (mod π) below ``max_angle``; at most
     ``num_centers`` per frame. One host read of the (B, k, k) conflicts; returns the kept
     (frame, candidate) pairs, frame-major, as a (2, C) int64 array."""
     dx = (x[:, :, None] - x[:, None, :]).double()

@@ -71,7 +71,7 @@ def decode_grasps(center: Tensor, theta: Tensor, width: Tensor, frame: Tensor, p
     Per region (``center`` (V, 3) float64, 2-D ``theta``, ``width`` in heatmap px): score
     p = sigmoid(pred); the centre moved by 0.02·clip(offset, ±1) m; γ = γ_a[i % n]·π/2, β =
     β_a[i // n]·π/2 for anchor index i; the width scaled by ``scale`` to full-image px; kept
-    where |γ| < ``max_gamma``. The heat score is not multiplied in (as the reference)."""
+    where abs(γ) < ``max_gamma``. The heat score is not multiplied in (as the reference)."""
     n = len(gamma_anchors)
     k = min(top_k, pred.shape[1])
     score, index = torch.sigmoid(pred).topk(k, dim=1)

@@ -14,8 +14,8 @@ Per frame:
 3. At most 5 000, drawn without replacement (the reference's ``random.sample``, unseeded;
    here drawn from the frame's own generator, or given).
 4. Centre refinement: the model points of the frame's objects, posed by the annotation, 40 000
-   of them drawn; per grasp the points inside the closing volume (|z| < h/2,
-   depth − 0.04 < x < depth, |y| < w/2 in the gripper frame) move the centre along the jaw
+   of them drawn; per grasp the points inside the closing volume (abs(z) < h/2,
+   depth − 0.04 < x < depth, abs(y) < w/2 in the gripper frame) move the centre along the jaw
    axis to the middle of their y extent (unchanged when there is none); the width stays.
 5. grasp_nms at 0.02 m / 60°, the package's tie order.
 6. The rectangle and (θ, γ, β): key points projected with the camera's intrinsics, the grasp

@@ -105,7 +105,7 @@ def fake_runner(model, epoch):
 
 def test_bn_momentum_hook_on_the_image_network_only():
     cfg = Config.fromfile(SCHEDULE)
-    hook = HOOKS.build(copy.deepcopy(cfg.custom_hooks[1]))
+    hook = build_in_scope(HOOKS, copy.deepcopy(cfg.custom_hooks[1]))
     model = torch.nn.Module()
     model.anchor_net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 1), torch.nn.BatchNorm2d(2))
     model.local_net = torch.nn.Sequential(torch.nn.BatchNorm1d(3))
@@ -117,12 +117,12 @@ def test_bn_momentum_hook_on_the_image_network_only():
     assert seen[-1] == 0.001 and min(seen) == 0.001
     assert model.local_net[0].momentum == 0.1
     with pytest.raises(ValueError, match='step >= 1'):
-        HOOKS.build(dict(type='BNMomentumHook', step=0))
+        build_in_scope(HOOKS, dict(type='BNMomentumHook', step=0))
 
 
 def test_anchor_shift_hook_switches_per_epoch():
     cfg = Config.fromfile(SCHEDULE)
-    hook = HOOKS.build(copy.deepcopy(cfg.custom_hooks[0]))
+    hook = build_in_scope(HOOKS, copy.deepcopy(cfg.custom_hooks[0]))
     from mmgrasp.models.utils.hggd_anchors import HGGDAnchors
     model = torch.nn.Module()
     model.anchors = HGGDAnchors(threshold=5)
