@@ -186,15 +186,22 @@ def _cylinder_query_kernel(xyz_ptr, centre_ptr, rot_ptr, radius2_ptr, hmax_ptr, 
 
 
 @triton.jit
-def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.constexpr):
+def _query_block(ref_ptr, query_ptr, m, q, BLOCK: tl.constexpr):
+    """The nearest-neighbour kernels' program: its frame, its BLOCK query rows (and which are
+    real), the frame's reference points and the rows' coordinates."""
     b = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     valid = rows < q
     query_ptr += b * q * 3
-    ref_ptr += b * m * 3
     qx = tl.load(query_ptr + rows * 3, mask=valid, other=0.0)
     qy = tl.load(query_ptr + rows * 3 + 1, mask=valid, other=0.0)
     qz = tl.load(query_ptr + rows * 3 + 2, mask=valid, other=0.0)
+    return b, rows, valid, ref_ptr + b * m * 3, qx, qy, qz
+
+
+@triton.jit
+def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.constexpr):
+    b, rows, valid, ref_ptr, qx, qy, qz = _query_block(ref_ptr, query_ptr, m, q, BLOCK)
     inf = float('inf')
     d1 = tl.full([BLOCK], inf, tl.float32)
     d2 = tl.full([BLOCK], inf, tl.float32)
@@ -237,14 +244,7 @@ def _knn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, k,
     is therefore the k smallest (distance, index) pairs, equal distances going to the lower
     index, and one sort of the SLOTS keys at the end orders them. Slots past k hold -1: never
     the largest, first after the sort."""
-    b = tl.program_id(0)
-    rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    valid = rows < q
-    query_ptr += b * q * 3
-    ref_ptr += b * m * 3
-    qx = tl.load(query_ptr + rows * 3, mask=valid, other=0.0)
-    qy = tl.load(query_ptr + rows * 3 + 1, mask=valid, other=0.0)
-    qz = tl.load(query_ptr + rows * 3 + 2, mask=valid, other=0.0)
+    b, rows, valid, ref_ptr, qx, qy, qz = _query_block(ref_ptr, query_ptr, m, q, BLOCK)
     slots = tl.arange(0, SLOTS)
     # the k slots start above every key (the bits of a NaN above +inf's), distinct
     empty = tl.where(slots < k, (0x7FFFFFFF << 32) | slots.to(tl.int64), -1)
