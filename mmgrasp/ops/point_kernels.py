@@ -20,8 +20,6 @@ import triton.language as tl
 from torch import Tensor
 from triton.runtime.jit import mangle_type
 
-from .point_ops import KNN_KERNEL_MAX_K
-
 _FLAGS = dict(enable_fp_fusion=False)
 _BLOCK = 1024  # points per chunk of a loop over the cloud
 _PAD = 64  # output slots padded per step by the queries
@@ -29,8 +27,9 @@ _FPS_WARPS = 16  # one program per frame: 512 threads, as pointnet2's kernel for
 _THREE_NN_BLOCK = 128  # query points per program
 _KNN_BLOCK = 128  # query points per program
 #: Slots of the k-nearest-neighbour kernel (powers of two, for its final sort): it serves every
-#: k from 4 to the largest; k <= 3 is three_nn's, a larger k the torch reference's.
-KNN_SLOTS = (4, 8, KNN_KERNEL_MAX_K)
+#: k from 4 to the largest (point_ops.KNN_KERNEL_MAX_K, which calls it; not imported from there:
+#: point_ops imports this module); k <= 3 is three_nn's, a larger k the torch reference's.
+KNN_SLOTS = (4, 8, 16)
 
 
 @triton.jit

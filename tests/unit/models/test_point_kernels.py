@@ -15,9 +15,10 @@ if _INTERPRETED:
 triton = pytest.importorskip('triton')
 
 from mmgrasp.ops import point_kernels  # noqa: E402
-from mmgrasp.ops.point_ops import (_furthest_point_sample_reference,  # noqa: E402
-                                   _knn_reference, ball_query, cylinder_queries,
-                                   cylinder_query, furthest_point_sample, knn)
+from mmgrasp.ops.point_ops import (KNN_KERNEL_MAX_K,  # noqa: E402
+                                   _furthest_point_sample_reference, _knn_reference,
+                                   ball_query, cylinder_queries, cylinder_query,
+                                   furthest_point_sample, knn)
 from mmgrasp.ops.numerics import point_ops_backend  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
@@ -144,6 +145,7 @@ def test_knn_kernel_equals_reference(k, m):
     assert got_idx.shape == (2, 40 + m, min(k, m))
     assert torch.equal(got_idx, idx) and torch.equal(got_dist2, dist2)
     assert (got_idx[1] == torch.arange(min(k, m))).all()
+    assert point_kernels.KNN_SLOTS[-1] == KNN_KERNEL_MAX_K  # the largest k knn sends here
 
 
 def test_the_switch_chooses_kernels_or_references(monkeypatch):
