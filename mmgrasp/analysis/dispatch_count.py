@@ -136,12 +136,14 @@ class ScopedReferences:
     calls is the op's own torch reference, run inside that scope."""
 
     def __init__(self):
-        from mmgrasp.ops import point_ops
-        self._ops, self._inside = point_ops, False
+        from mmgrasp.ops import point_normals, point_ops
+        self._ops, self._normals, self._inside = point_ops, point_normals, False
 
     def install(self) -> None:
-        """From now on every point op of this process dispatches to these references."""
+        """From now on every point op of this process dispatches to these references (the
+        normals of :func:`mmgrasp.ops.point_normals.batch_normals` too, on any device)."""
         self._ops._kernels_for = lambda tensor: None if self._inside else self
+        self._normals.kernels_for = lambda tensor: None if self._inside else self
 
     @contextmanager
     def _reference(self, name: str) -> Iterator[None]:
@@ -172,6 +174,14 @@ class ScopedReferences:
         xyz, new_xyz, rot = self._contiguous(xyz, new_xyz, rot)
         with self._reference('cylinder_queries'):
             return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
+
+    def estimate_normals(self, points, radius: float, max_nn: int, orientation: str,
+                         scale: float):
+        """The normals kernel's stand-in: the torch reference (no host read of the cloud)."""
+        points, = self._contiguous(points)
+        with self._reference('estimate_normals'):
+            return self._normals.batch_normals_reference(points, radius, max_nn, orientation,
+                                                         scale)
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""

@@ -213,7 +213,16 @@ def fast_eigen3x3(covariance) -> Tuple[Array, Array, Array]:
 
 def rule_normals(query: Array, neighbours: Array, count: Array, orientation: str,
                  scale: float) -> Array:
-    """(M, 3) float32 normals by the rule from each point's neighbours.
+    """(M, 3) float32 normals by the rule from each point's neighbours: :func:`normals64`
+    rounded to float32."""
+    normals = normals64(query, neighbours, count, orientation, scale)
+    return normals.astype(np.float32) if isinstance(normals, np.ndarray) else \
+        normals.to(torch.float32)
+
+
+def normals64(query: Array, neighbours: Array, count: Array, orientation: str,
+              scale: float) -> Array:
+    """(M, 3) float64 normals by the rule from each point's neighbours, before the rounding.
 
     Args:
         query: (M, 3) float64 points.
@@ -249,5 +258,4 @@ def rule_normals(query: Array, neighbours: Array, count: Array, orientation: str
     if orientation == 'camera':  # flip when n · (0 − p) < 0, i.e. n · p > 0
         away = normal[0] * query[:, 0] + normal[1] * query[:, 1] + normal[2] * query[:, 2] > 0
         normal = tuple(xp.where(away, -n, n) for n in normal)
-    out = xp.stack([n * scale for n in normal], 1)
-    return out.astype(np.float32) if xp is np else out.to(torch.float32)
+    return xp.stack([n * scale for n in normal], 1)

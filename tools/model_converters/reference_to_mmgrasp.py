@@ -18,7 +18,9 @@ nothing is fetched here) or the folder holding it: the model's state-dict names 
 ``torch.save`` file given as SRC is refused unread.
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
 strict=True)`` accepts for the model of CONFIG (default: the method's shipped
-``configs/<method>_deferred.py``).
+``configs/<method>_deferred.py``; for ``finegrasp`` ``configs/finegrasp_published.py``, whose
+normals are those the reference's hub processor feeds the published weights: open3d's sign,
+unit length). For ``finegrasp`` DST's meta also records the config's normals rule.
 
 What changes besides the names:
 
@@ -50,6 +52,9 @@ METHODS = ('economicgrasp', 'finegrasp', 'graspnet_baseline', 'gsnet', 'scale_ba
 #: Methods whose published weights are safetensors files (the others: torch.save dicts).
 SAFETENSORS_METHODS = ('finegrasp',)
 SAFETENSORS_NAME = 'model.safetensors'  # the file name in a hub snapshot folder
+#: Default configs other than configs/<method>_deferred.py: the published FineGrasp weights
+#: take the hub processor's normals (orientation 'solver', scale 1).
+DEFAULT_CONFIGS = {'finegrasp': 'finegrasp_published.py'}
 DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
@@ -364,17 +369,28 @@ def model_shapes(config: str) -> Dict[str, torch.Size]:
     return {k: v.shape for k, v in model.state_dict().items()}
 
 
+def normal_rule(config: str) -> Optional[dict]:
+    """The EstimateNormals settings of ``config``'s test pipeline (None without one)."""
+    from mmengine.config import Config
+    steps = Config.fromfile(config).test_dataloader.dataset.pipeline
+    rule = next((dict(s) for s in steps if s.get('type') == 'EstimateNormals'), None)
+    return rule and {k: v for k, v in rule.items() if k not in ('type', 'apply')}
+
+
 def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
                  ) -> Tuple[int, dict]:
     """Convert SRC into DST (written under a temporary name, then renamed); returns the number
     of tensors and what DST's meta says of SRC."""
-    config = config or os.path.join(REPO, 'configs', f'{method}_deferred.py')
+    config = config or os.path.join(REPO, 'configs',
+                                    DEFAULT_CONFIGS.get(method, f'{method}_deferred.py'))
     reference, info = (load_safetensors if method in SAFETENSORS_METHODS else load_reference)(src)
     try:
         state = convert_state_dict(method, reference, model_shapes(config))
     except ConversionError as err:
         raise ConversionError(f'{src}: {err}') from None
     meta = dict(converted_from=os.path.abspath(src), method=method, config=config, **info)
+    if method == 'finegrasp':
+        meta['normals'] = normal_rule(config)
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     torch.save({'state_dict': state, 'meta': meta}, dst + '.tmp')
     os.replace(dst + '.tmp', dst)
@@ -389,7 +405,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                     'finegrasp model.safetensors or its folder)')
     parser.add_argument('dst', help='mmgrasp checkpoint to write')
     parser.add_argument('--config', help='mmgrasp config of the model (default: '
-                                         'configs/<method>_deferred.py)')
+                                         'configs/<method>_deferred.py; finegrasp: '
+                                         'configs/finegrasp_published.py)')
     return parser.parse_args(argv)
 
 

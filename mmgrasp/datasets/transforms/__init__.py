@@ -4,5 +4,6 @@ from .economic_labels import LoadEconomicLabels
 from .formatting import PackGraspInputs
 from .grasp_labels import SampleGraspLabels
 from .loading import LoadGraspScene
+from .normals import EstimateNormals
 
-__all__ = ['LoadDepthImage', 'LoadEconomicLabels', 'LoadGraspScene', 'PackGraspInputs', 'RandomFlipRotateScene', 'SampleGraspLabels']
+__all__ = ['EstimateNormals', 'LoadDepthImage', 'LoadEconomicLabels', 'LoadGraspScene', 'PackGraspInputs', 'RandomFlipRotateScene', 'SampleGraspLabels']

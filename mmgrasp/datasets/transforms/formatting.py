@@ -32,9 +32,14 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
-    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``
+    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses`` (with
+      aug_on_device not yet augmented: GraspDataPreprocessor turns them)
     - aug_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['aug_matrix']``, for
       GraspDataPreprocessor to apply to the points and label poses of the batch
+    - normal_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['normal_matrix']``
+      (the normals' turn)
+    - normal_rule (dict): put in the sample's metainfo, for GraspDataPreprocessor to compute
+      the normals (``EstimateNormals(apply='device')``)
     - the ``meta_keys``
 
     Args:
@@ -59,12 +64,16 @@ class PackGraspInputs(BaseTransform):
                                  "the final cloud, but RandomFlipRotateScene(apply='device') "
                                  'leaves the cloud unaugmented in the worker')
             inputs['aug_matrix'] = torch.from_numpy(results['aug_matrix'])
+            if 'normal_matrix' in results:
+                inputs['normal_matrix'] = torch.from_numpy(results['normal_matrix'])
         if 'voxel_size' in results:
             inputs['coors'] = torch.from_numpy(
                 np.ascontiguousarray(results['points'], dtype=np.float32)
                 / float(results['voxel_size']))
 
         sample = GraspDataSample(metainfo={k: results[k] for k in self.meta_keys if k in results})
+        if 'normal_rule' in results:
+            sample.set_metainfo(dict(normal_rule=dict(results['normal_rule'])))
         if 'grasp_labels' in results:
             labels = list(results['grasp_labels'])
             if 'grasp_label_instances' in results:
@@ -76,11 +85,7 @@ class PackGraspInputs(BaseTransform):
                               np.ascontiguousarray(poses[i], dtype=np.float32)))
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
-        if 'economic_labels' in results:  # poses after augmentation
-            if results.get('aug_on_device'):
-                raise ValueError("PackGraspInputs: economic labels take their poses here, "
-                                 "after augmentation; RandomFlipRotateScene(apply='device') "
-                                 'would leave them unaugmented (use apply=\'worker\')')
+        if 'economic_labels' in results:  # poses after augmentation in the worker
             sample.economic_labels = dataclasses.replace(
                 results['economic_labels'],
                 poses=torch.from_numpy(np.ascontiguousarray(results['poses'], np.float32)))

@@ -1,4 +1,5 @@
 """GraspDataPreprocessor: stacks a packed batch and owns its move to the device."""
+import dataclasses
 from typing import List, Optional, Sequence
 
 import torch
@@ -6,6 +7,7 @@ from mmengine.model import BaseDataPreprocessor
 from torch import Tensor
 
 from mmgrasp.datasets.transforms.augmentation import apply_matrix, apply_matrix_to_poses
+from mmgrasp.ops.point_normals import batch_normals
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.structures.label_batch import GraspLabelBatch
@@ -25,6 +27,15 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     it is applied here, on the device, to the points and to the label poses of the batch
     (``GraspLabelBatch.poses``; the per-object records keep the worker's pose), with the
     worker's float32 arithmetic: the same values bit for bit as augmenting in the worker.
+    EconomicGrasp's and FineGrasp's label poses (``data_samples[i].economic_labels.poses``)
+    are turned with them (new samples; the given ones are left as they are), and normals by
+    ``inputs['normal_matrix']``.
+
+    Normals: when the samples carry ``metainfo['normal_rule']`` (``EstimateNormals(apply=
+    'device')``), the normals of the batch are computed here by that rule from the
+    camera-frame clouds, before the augmentation (:func:`mmgrasp.ops.point_normals.
+    batch_normals`: one Triton launch on CUDA, the worker's function frame by frame on the
+    CPU), bit for bit the worker's, and stored as ``inputs['normals']``.
 
     Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
     are not copied again.
@@ -47,13 +58,55 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         inputs = {key: self._move(torch.stack(list(values)))
                   for key, values in data['inputs'].items()}
         matrices = inputs.pop('aug_matrix', None)
+        turns = inputs.pop('normal_matrix', None)
+        samples = data.get('data_samples')
+        rule = self.normal_rule(samples)
+        if rule is not None:
+            if 'normals' in inputs:
+                raise ValueError("GraspDataPreprocessor: the batch carries 'normals' and a "
+                                 "normal_rule; use one EstimateNormals step")
+            inputs['normals'] = batch_normals(inputs['points'], **rule)
         if matrices is not None:
             inputs['points'] = apply_matrix(matrices, inputs['points'])
-        samples = data.get('data_samples')
+            if 'normals' in inputs:
+                if turns is None:
+                    raise ValueError("GraspDataPreprocessor: normals without "
+                                     "inputs['normal_matrix'] in a batch augmented here")
+                inputs['normals'] = apply_matrix(turns, inputs['normals'])
+            if samples and all('economic_labels' in s for s in samples):
+                samples = self.turn_economic_poses(samples, matrices)
         if samples and all('grasp_labels' in s for s in samples):
             inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
                                                        matrices)
         return {'inputs': inputs, 'data_samples': samples}
+
+    @staticmethod
+    def normal_rule(samples) -> Optional[dict]:
+        """The normals rule the samples ask for (one for the batch), or None."""
+        rules = [s.metainfo.get('normal_rule') for s in samples or ()]
+        if not any(rules):
+            return None
+        if any(r != rules[0] for r in rules):
+            raise ValueError(f'GraspDataPreprocessor: the samples of a batch ask for different '
+                             f'normal rules: {rules}')
+        return rules[0]
+
+    def turn_economic_poses(self, samples: Sequence, matrices: Tensor) -> list:
+        """New samples whose economic label poses are ``matrices[b] @ pose`` (one batched
+        product; the worker's float32 arithmetic), on the matrices' device."""
+        labels = [s.economic_labels for s in samples]
+        counts = [len(label.poses) for label in labels]
+        frame = torch.repeat_interleave(torch.arange(len(labels), device=matrices.device),
+                                        torch.tensor(counts, device=matrices.device),
+                                        output_size=sum(counts))
+        poses = apply_matrix_to_poses(matrices[frame],
+                                      self._move(torch.cat([label.poses for label in labels])))
+        turned = []
+        for sample, label, part in zip(samples, labels, poses.split(counts)):
+            sample = sample.new()
+            sample.economic_labels = dataclasses.replace(label, poses=part)
+            turned.append(sample)
+        return turned
 
     def stack_labels(self, frames: Sequence[List[ObjectGraspLabels]],
                      matrices: Optional[Tensor] = None) -> GraspLabelBatch:
