@@ -372,7 +372,8 @@ def model_shapes(config: str) -> Dict[str, torch.Size]:
 def normal_rule(config: str) -> Optional[dict]:
     """The EstimateNormals settings of ``config``'s test pipeline (None without one)."""
     from mmengine.config import Config
-    steps = Config.fromfile(config).test_dataloader.dataset.pipeline
+    loader = Config.fromfile(config).get('test_dataloader')
+    steps = loader.dataset.pipeline if loader else []
     rule = next((dict(s) for s in steps if s.get('type') == 'EstimateNormals'), None)
     return rule and {k: v for k, v in rule.items() if k not in ('type', 'apply')}
 
