@@ -94,9 +94,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def storage_config(cfg: Config, grids: str, args: argparse.Namespace) -> Config:
     cfg = copy.deepcopy(cfg)
     loader = cfg.train_dataloader
-    found = [t for t in loader.dataset.pipeline if t['type'] == 'SampleGraspLabels']
+    found = [t for t in loader.dataset.pipeline
+             if t['type'] in ('SampleGraspLabels', 'LoadEconomicLabels')]
     if not found:
-        raise SystemExit(f'{args.config}: the train pipeline has no SampleGraspLabels')
+        raise SystemExit(f'{args.config}: the train pipeline has no SampleGraspLabels or '
+                         f'LoadEconomicLabels')
     for t in found:
         t['grids'] = grids
     if args.scenes is not None:
