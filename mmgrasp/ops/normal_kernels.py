@@ -18,9 +18,10 @@ tiles, never holding more than a (BQ, S, BR) comparison:
    (:mod:`.normal_rule`'s branches, operation for operation), the sign and the scale.
 
 Squared distances are float64 ``(dx² + dy²) + dz²`` of ``neighbour − query``; every float64
-operation is an IEEE-754 one (division and square root round to nearest in float64) and floating-point contraction is off
-(``enable_fp_fusion=False``), so the result is bit for bit the numpy rule's, which the tests
-check under ``TRITON_INTERPRET=1``. The float64 scans run at the device's FP64 rate.
+operation is an IEEE-754 one (the PTX has ``div.rn.f64`` and ``sqrt.rn.f64``) and
+floating-point contraction is off (``enable_fp_fusion=False``: no FMA, ptxas ``--fmad=false``),
+so the result is bit for bit the numpy rule's, which the tests check under
+``TRITON_INTERPRET=1``. The float64 scans run at the device's FP64 rate.
 
 Import this module through :func:`.point_normals.kernels_for` (None without Triton).
 """

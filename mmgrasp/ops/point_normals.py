@@ -190,17 +190,20 @@ def batch_normals_reference(points: Tensor, radius: float = RADIUS, max_nn: int 
     :func:`.normal_rule.rule_normals`; (B, N, 3) float32 in, the same shape out."""
     radius, max_nn, orientation, scale = check_rule(radius, max_nn, orientation, scale)
     batch, n, _ = points.shape
-    out = torch.empty_like(points)
+    cloud = points.reshape(batch * n, 3).double()
+    padded = torch.cat([cloud, cloud.new_zeros(1, 3)])  # row B·N: no neighbour
+    index = torch.empty(batch, n, max_nn, dtype=torch.int64, device=points.device)
     chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
-    for b in range(batch):
-        cloud = points[b].double()
-        padded = torch.cat([cloud, cloud.new_zeros(1, 3)])
+    for b in range(batch):  # the search in chunks; the arithmetic once, for the whole batch
+        frame = cloud[b * n:(b + 1) * n]
         for start in range(0, n, chunk):
-            query = cloud[start:start + chunk]
-            index, count = _nearest_reference(cloud, query, radius * radius, max_nn)
-            out[b, start:start + len(query)] = rule_normals(query, padded[index], count,
-                                                            orientation, scale)
-    return out
+            found, _ = _nearest_reference(frame, frame[start:start + chunk], radius * radius,
+                                          max_nn)
+            index[b, start:start + len(found)] = torch.where(found < n, found + b * n,
+                                                             batch * n)
+    index = index.reshape(batch * n, max_nn)
+    return rule_normals(cloud, padded[index], (index < batch * n).sum(1), orientation,
+                        scale).reshape(points.shape)
 
 
 def _nearest_reference(cloud: Tensor, query: Tensor, radius2: float, max_nn: int
