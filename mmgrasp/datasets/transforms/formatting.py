@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
 
+from mmgrasp.datasets.transforms.augmentation import apply_matrix_to_poses
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.data_sample import GraspDataSample
 
@@ -32,8 +33,9 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
-    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses`` (with
-      aug_on_device not yet augmented: GraspDataPreprocessor turns them)
+    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``; with
+      aug_on_device turned by aug_matrix here (the worker's float32 arithmetic), as these
+      labels stay on the host
     - aug_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['aug_matrix']``, for
       GraspDataPreprocessor to apply to the points and label poses of the batch
     - normal_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['normal_matrix']``
@@ -85,10 +87,12 @@ class PackGraspInputs(BaseTransform):
                               np.ascontiguousarray(poses[i], dtype=np.float32)))
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
-        if 'economic_labels' in results:  # poses after augmentation in the worker
-            sample.economic_labels = dataclasses.replace(
-                results['economic_labels'],
-                poses=torch.from_numpy(np.ascontiguousarray(results['poses'], np.float32)))
+        if 'economic_labels' in results:  # poses after augmentation
+            poses = np.ascontiguousarray(results['poses'], np.float32)
+            if results.get('aug_on_device'):
+                poses = apply_matrix_to_poses(results['aug_matrix'], poses)
+            sample.economic_labels = dataclasses.replace(results['economic_labels'],
+                                                         poses=torch.from_numpy(poses))
         return {'inputs': inputs, 'data_samples': sample}
 
     def __repr__(self) -> str:

@@ -1,5 +1,4 @@
 """GraspDataPreprocessor: stacks a packed batch and owns its move to the device."""
-import dataclasses
 from typing import List, Optional, Sequence
 
 import torch
@@ -27,9 +26,9 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     it is applied here, on the device, to the points and to the label poses of the batch
     (``GraspLabelBatch.poses``; the per-object records keep the worker's pose), with the
     worker's float32 arithmetic: the same values bit for bit as augmenting in the worker.
-    EconomicGrasp's and FineGrasp's label poses (``data_samples[i].economic_labels.poses``)
-    are turned with them (new samples; the given ones are left as they are), and normals by
-    ``inputs['normal_matrix']``.
+    Normals are turned by ``inputs['normal_matrix']`` (in the same product as the points).
+    EconomicGrasp's and FineGrasp's label poses arrive turned (PackGraspInputs applies the
+    matrix to them in the worker: they stay on the host, where the assigner reads them).
 
     Normals: when the samples carry ``metainfo['normal_rule']`` (``EstimateNormals(apply=
     'device')``), the normals of the batch are computed here by that rule from the
@@ -66,15 +65,16 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
                 raise ValueError("GraspDataPreprocessor: the batch carries 'normals' and a "
                                  "normal_rule; use one EstimateNormals step")
             inputs['normals'] = batch_normals(inputs['points'], **rule)
-        if matrices is not None:
+        if matrices is not None and 'normals' in inputs:
+            if turns is None:
+                raise ValueError("GraspDataPreprocessor: normals without "
+                                 "inputs['normal_matrix'] in a batch augmented here")
+            # points and normals in one product: (2, B, N, 3), contiguous halves
+            both = apply_matrix(torch.stack([matrices, turns]),
+                                torch.stack([inputs['points'], inputs['normals']]))
+            inputs['points'], inputs['normals'] = both[0], both[1]
+        elif matrices is not None:
             inputs['points'] = apply_matrix(matrices, inputs['points'])
-            if 'normals' in inputs:
-                if turns is None:
-                    raise ValueError("GraspDataPreprocessor: normals without "
-                                     "inputs['normal_matrix'] in a batch augmented here")
-                inputs['normals'] = apply_matrix(turns, inputs['normals'])
-            if samples and all('economic_labels' in s for s in samples):
-                samples = self.turn_economic_poses(samples, matrices)
         if samples and all('grasp_labels' in s for s in samples):
             inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
                                                        matrices)
@@ -90,23 +90,6 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
             raise ValueError(f'GraspDataPreprocessor: the samples of a batch ask for different '
                              f'normal rules: {rules}')
         return rules[0]
-
-    def turn_economic_poses(self, samples: Sequence, matrices: Tensor) -> list:
-        """New samples whose economic label poses are ``matrices[b] @ pose`` (one batched
-        product; the worker's float32 arithmetic), on the matrices' device."""
-        labels = [s.economic_labels for s in samples]
-        counts = [len(label.poses) for label in labels]
-        frame = torch.repeat_interleave(torch.arange(len(labels), device=matrices.device),
-                                        torch.tensor(counts, device=matrices.device),
-                                        output_size=sum(counts))
-        poses = apply_matrix_to_poses(matrices[frame],
-                                      self._move(torch.cat([label.poses for label in labels])))
-        turned = []
-        for sample, label, part in zip(samples, labels, poses.split(counts)):
-            sample = sample.new()
-            sample.economic_labels = dataclasses.replace(label, poses=part)
-            turned.append(sample)
-        return turned
 
     def stack_labels(self, frames: Sequence[List[ObjectGraspLabels]],
                      matrices: Optional[Tensor] = None) -> GraspLabelBatch:

@@ -36,7 +36,6 @@ def test_the_device_paths_give_the_worker_batch(synthetic_root, flip_normals):
     assert 'normals' not in pending['inputs']
     mirrored = {bool(torch.linalg.det(m) < 0) for m in pending['inputs']['aug_matrix']}
     assert mirrored == {True, False}
-    given_poses = [s.economic_labels.poses.clone() for s in pending['data_samples']]
     device = preprocessor(pending, True)
     # normals from the worker, augmentation on the device: the same batch too
     mixed = preprocessor(batch(synthetic_root, 'worker', 'device', flip_normals), True)
@@ -48,9 +47,7 @@ def test_the_device_paths_give_the_worker_batch(synthetic_root, flip_normals):
         for a, b in zip(other['data_samples'], worker['data_samples']):
             assert a.economic_labels.poses.numpy().tobytes() == \
                 b.economic_labels.poses.numpy().tobytes()
-    # the given samples keep their poses; the normals are the camera-frame cloud's, turned
-    for given, sample in zip(given_poses, pending['data_samples']):
-        assert torch.equal(sample.economic_labels.poses, given)
+    # the normals are the camera-frame cloud's, turned
     for b in range(len(FRAMES)):
         own = estimate_normals(pending['inputs']['points'][b].numpy())
         turn = pending['inputs']['normal_matrix'][b].numpy()
