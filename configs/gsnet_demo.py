@@ -21,8 +21,8 @@ train_dataloader = dict(
 # small cloud (30 % object points) keeps its objectness near the prior for the 48 steps, the
 # graspable mask keeps a few points, every seed lands on them and the demo scores AP 0.00, as
 # untrained weights do; with these the last checkpoint scores AP 10.88 on the test scenes (three
-# runs, the same to the digit; 18 epochs: 19.71, the labels' own grasps: 100.00; docs/benchmarks.md
-# "GSNet demo: spread, longer runs, label ceiling").
+# runs, the same to the digit; 18 epochs: 19.71, the labels' own grasps: 100.00;
+# docs/notes/benchmarks/demos.md "GSNet demo: spread, longer runs, label ceiling").
 model = dict(
     num_seeds=256,
     backbone=dict(channels=(16, 16, 32, 32, 32, 32, 16, 16), out_channels=64),

@@ -29,8 +29,8 @@ import cv2
 import numpy as np
 
 from mmgrasp.storage.source import DatasetFileError
-from .graspnet_reader import (DerivedLabelFiles, FrameMeta, check_array, NpzArchive, require_file,
-                              grasp_label_arrays)
+from .graspnet_reader import (DerivedLabelFiles, FrameMeta, NpzArchive, ObjectPoses, check_array,
+                              grasp_label_arrays, require_file)
 
 CAMERA_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
 CAMERA_ALIASES = {'realsense': 'realsense-d435', 'kinect': 'azure-kinect'}
@@ -301,6 +301,14 @@ class GraspClutter6DReader(DerivedLabelFiles):
             pose[:3, :3], pose[:3, 3] = rot, trans
             poses.append(pose)
         return np.asarray(ids, np.int64), np.asarray(poses, np.float64).reshape(-1, 4, 4)
+
+    def load_object_poses(self, scene: int, frame: int) -> ObjectPoses:
+        """The frame's ``scene_gt.json`` instances (float64 poses, no camera composition);
+        they must be annotation 0's (collision arrays are matched by position)."""
+        self._check_frame(scene, frame)
+        ids, poses = self.instances(scene, frame)
+        self.check_frame_objects(scene, ids, self.frame_path(scene, 'meta', frame))
+        return ObjectPoses(ids, poses, None)
 
     def _read_meta(self, scene: int, frame: int) -> FrameMeta:
         ids, poses = self.instances(scene, frame)

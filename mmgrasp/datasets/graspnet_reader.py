@@ -15,6 +15,7 @@ import numpy as np
 import scipy.io
 
 from mmgrasp.storage.source import CAMERAS, NUM_SCENES, DatasetFileError
+from .model_files import read_annotation, read_ply_points
 
 NUM_OBJECTS = 88
 SPLITS = {
@@ -33,6 +34,16 @@ class FrameMeta:
     object_ids: np.ndarray  # (N,) int64, 0-based, in the order of the collision arrays
     intrinsics: np.ndarray  # (3, 3) float64
     factor_depth: float
+
+
+@dataclass(frozen=True)
+class ObjectPoses:
+    """A frame's objects posed as the reference label tools pose them (graspnetAPI's
+    ``loadGrasp``, which HGGD's label converter calls)."""
+    object_ids: np.ndarray  # (M,) int64, 0-based, in the order of the collision arrays
+    poses: np.ndarray  # (M, 4, 4) model -> camera (GraspNet: the annotation XML's, float32)
+    camera_pose: Optional[np.ndarray]  # (4, 4) the frame's camera relative to frame 0, which
+    # loadGrasp composes with the poses and inverts again (GraspNet); None where it does not
 
 
 @dataclass(frozen=True)
@@ -135,8 +146,16 @@ def grasp_label_arrays(npz: NpzArchive, grid: Optional[tuple] = None,
 
 class DerivedLabelFiles:
     """The loaders of the files mmgrasp derives for any layout (tolerance radii, GSNet
-    graspness), shared by the readers; they name them by ``tolerance_path`` and
-    ``graspness_path``."""
+    graspness) and of the model points, shared by the readers; they name them by
+    ``tolerance_path``, ``graspness_path`` and ``model_points_path``."""
+
+    def load_model_points(self, obj: int) -> np.ndarray:
+        """(N, 3) float64 vertices of an object's model PLY, as open3d reads them."""
+        path = require_file(self.model_points_path(obj))
+        try:
+            return read_ply_points(path)
+        except ValueError as exc:
+            raise DatasetFileError(path, str(exc).split(': ', 1)[-1]) from exc
 
     def load_tolerance(self, obj: int) -> Optional[np.ndarray]:
         """(Np, V, A, D) float32 tolerance radii, or None where no tolerance file was generated."""
@@ -226,6 +245,13 @@ class GraspNetReader(DerivedLabelFiles):
     def graspness_path(self, scene: int, frame: int) -> str:
         return os.path.join(self.graspness_dir, f'scene_{self.check_scene(scene):04d}',
                             self.camera, f'{frame:04d}.npy')
+
+    def model_points_path(self, obj: int) -> str:
+        return os.path.join(self.root, 'models', f'{self.check_object(obj):03d}',
+                            'nontextured.ply')
+
+    def annotation_path(self, scene: int, frame: int) -> str:
+        return os.path.join(self.camera_dir(scene), 'annotations', f'{frame:04d}.xml')
 
     # ---------------------------------------------------------------- scenes and frames
     def scene_ids(self, split: str) -> List[int]:
@@ -332,6 +358,21 @@ class GraspNetReader(DerivedLabelFiles):
     def load_meta(self, scene: int, frame: int) -> FrameMeta:
         self._check_frame(scene, frame)
         return self.load_meta_file(self.frame_path(scene, 'meta', frame))
+
+    def load_object_poses(self, scene: int, frame: int) -> ObjectPoses:
+        """The frame's objects from its annotation XML (float32 poses through Euler angles, as
+        graspnetAPI builds them) and the frame's camera pose; the objects must be the scene's
+        (collision arrays are matched by position)."""
+        self._check_frame(scene, frame)
+        path = require_file(self.annotation_path(scene, frame))
+        try:
+            objects = read_annotation(path)
+        except ValueError as exc:
+            raise DatasetFileError(path, str(exc).split(': ', 1)[-1]) from exc
+        ids = np.asarray([obj for obj, _ in objects], np.int64)
+        self.check_frame_objects(scene, ids, path)
+        poses = np.asarray([pose for _, pose in objects], np.float32).reshape(-1, 4, 4)
+        return ObjectPoses(ids, poses, self.trajectory(scene).camera_poses[frame])
 
     @staticmethod
     def load_meta_file(path: str) -> FrameMeta:

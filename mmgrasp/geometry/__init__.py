@@ -1,6 +1,6 @@
 """Grasp geometry shared by the datasets (synthetic labels), the models (test-time collision
 filter, template views) and the evaluation: numpy/torch array functions, no mmgrasp imports
-from above this layer (docs/architecture.md).
+from above this layer (docs/advanced_guides/architecture.md).
 
 Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.py``,
 ``contacts.py``, ``quality.py``, ``meshpy/sdf.py``) and graspnet-baseline's
@@ -16,21 +16,25 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
   empty_thresh=10) -> (collision, empty)`` for any point set; ``gripper_contacts`` -> (hit, empty)
 - ``ModelFreeCollisionDetector(cloud, voxel_size).detect(grasps, approach_dist,
   collision_thresh)``; ``filter_collisions(grasps, cloud, voxel_size=0.01,
-  approach_dist=0.05, collision_thresh=0.01)``
+  approach_dist=0.05, collision_thresh=0.01)``; ``hggd_collision_free(grasps, cloud)`` (HGGD's
+  test-time detector)
 - ``SignedDistanceField(data, origin, resolution)``, ``read_dexnet_sdf(path)``,
   ``parse_dexnet_sdf(path) -> (data, origin, resolution)``,
   ``write_dexnet_sdf(path, data, origin, resolution)``
 - ``close_jaws(sdf, centers, axes, widths) -> (found, points (K,2,3), normals (K,2,3))``
 - ``antipodal_angles(c1, n1, c2, n2)``, ``force_closure(c1, n1, c2, n2, mu)``,
   ``force_closure_min_friction(c1, n1, c2, n2, coefficients=(1.2, ..., 0.2)) -> mu or -1``
+- ``grasp_nms(grasps, translation_thresh=0.03, rotation_thresh=pi/6) -> kept rows`` (the
+  ``grasp_nms`` package's rule, tie order and arithmetic; :mod:`.nms`, :mod:`.sorting`)
 - ``generate_grasp_views(num_views=300)``, ``approach_to_matrix(approach, angle)`` and the
   gripper's ``GRASP_MAX_WIDTH`` / ``GRASP_HEIGHT`` (torch; :mod:`.grasp_frames`)
 """
 from .collision import (ModelFreeCollisionDetector, filter_collisions, gripper_collision,
-                        gripper_contacts)
+                        gripper_contacts, hggd_collision_free)
 from .contacts import close_jaws
 from .force_closure import (GRASPNET_FRICTION_COEFFICIENTS, antipodal_angles, force_closure,
                             force_closure_min_friction)
+from .nms import grasp_nms
 from .grasp_frames import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
                      transform_points, voxel_downsample)
@@ -41,7 +45,8 @@ __all__ = [
     'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'antipodal_angles',
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',
-    'gripper_contacts', 'nearest_indices', 'parse_dexnet_sdf', 'quaternion_to_graspnet_pose',
+    'gripper_contacts', 'grasp_nms', 'hggd_collision_free', 'nearest_indices',
+    'parse_dexnet_sdf', 'quaternion_to_graspnet_pose',
     'read_dexnet_sdf', 'table_points', 'transform_points', 'voxel_downsample',
     'write_dexnet_sdf'
 ]

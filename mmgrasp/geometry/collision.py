@@ -131,3 +131,38 @@ def filter_collisions(grasps: np.ndarray, cloud: np.ndarray, voxel_size: float =
         return grasps
     detector = ModelFreeCollisionDetector(cloud, voxel_size)
     return grasps[~detector.detect(grasps, approach_dist, collision_thresh)]
+
+
+def hggd_collision_free(grasps: np.ndarray, cloud: np.ndarray, voxel_size: float = 0.01,
+                        approach_dist: float = 0.05, height: float = 0.01,
+                        finger_width: float = 0.01, finger_length: float = 0.04,
+                        depth: float = 0.02, min_points: int = 2, chunk: int = 64) -> np.ndarray:
+    """(G,) bool: the grasps HGGD's test script keeps (its ``ModelFreeCollisionDetector`` in
+    ``mode='graspnet'``): no point of the voxel-downsampled cloud in either finger box (x in
+    (depth − finger_length, depth), abs(z) < height / 2, beyond the jaws by up to
+    ``finger_width``), none in the box behind the fingers (x in (depth − finger_length −
+    finger_width − approach_dist, depth − finger_length], across the jaws and fingers), and more
+    than ``min_points`` between the jaws. Height and depth are the detector's constants, not
+    the rows'; only the rows' width, rotation and translation are read. Computed in float64
+    (the reference casts cloud and grasps to float16)."""
+    grasps = np.asarray(grasps, dtype=np.float64).reshape(-1, 17)
+    points = voxel_downsample(np.asarray(cloud, dtype=np.float64), voxel_size)
+    keep = np.zeros(len(grasps), dtype=bool)
+    for s in range(0, len(grasps), chunk):
+        part = grasps[s:s + chunk]
+        target = _points_in_gripper(points, part[:, GRASP_TRANSLATION],
+                                    part[:, GRASP_ROTATION].reshape(-1, 3, 3))
+        x, y, z = target[..., 0], target[..., 1], target[..., 2]
+        half = part[:, 1][:, None] / 2
+        band = (z > -height / 2) & (z < height / 2)
+        along = (x > depth - finger_length) & (x < depth)
+        outer_left, inner_left = y > -(half + finger_width), y < -half
+        outer_right, inner_right = y < half + finger_width, y > half
+        behind = (x <= depth - finger_length) & \
+            (x > depth - finger_length - finger_width - approach_dist)
+        jaws = band & along
+        fingers = (jaws & outer_left & inner_left) | (jaws & outer_right & inner_right)
+        shifting = band & outer_left & outer_right & behind
+        between = (jaws & ~inner_left & ~inner_right).sum(axis=1) > min_points
+        keep[s:s + chunk] = between & ~fingers.any(axis=1) & ~shifting.any(axis=1)
+    return keep

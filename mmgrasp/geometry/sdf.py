@@ -121,7 +121,7 @@ class SignedDistanceField:
         return gap + self.data[nearest[:, 0], nearest[:, 1], nearest[:, 2]]
 
     def on_surface(self, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mask, values): |sdf| < resolution*sqrt(2)/2 at grid coordinates (..., 3)."""
+        """(mask, values): ``|sdf| < resolution * sqrt(2) / 2`` at grid coordinates (..., 3)."""
         values = self(grid)
         return np.abs(values) < self.surface_thresh, values
 

@@ -20,7 +20,8 @@ arithmetic on zeros, not launches. The whole matrix would be large (26 325 rows 
 channels: 637 MB for one convolution of GSNet's at paper size, twice that in its backward), so
 it is gathered and multiplied in chunks of output rows of at most ``IM2COL_CHUNK_ELEMENTS``
 elements (256 MiB in float32): two launches a chunk, and only the level-0 convolutions of
-the widest layers need more than one chunk (the launch table in docs/benchmarks.md).
+the widest layers need more than one chunk (the launch table in
+docs/notes/benchmarks/gpu_cost.md).
 
 Algorithms. That trade suits a GPU, where launches are what costs; on the CPU a launch costs
 little and the zeros do: at the paper's occupancy (37 % of the 27 neighbours present) the

@@ -71,12 +71,14 @@ class SpconvState:
 class SparseTensor:
     """Features on occupied voxels.
 
-    coords: (N, 4) int64 (batch, x, y, z), unique, sorted by :func:`hash_coords`.
-    feats: (N, C) float. stride: cell size in units of the voxel size.
-    keys: (N,) sorted hash keys; computed (and the order checked) when omitted.
-    cache: kernel maps and coarser coordinate sets, shared by all tensors of one forward.
-    spconv: the spconv tensor of these rows, on tensors that spconv-backend layers made. A
-        strided spconv layer's rows are in spconv's order, not sorted: they have no keys.
+    Attributes:
+        coords: (N, 4) int64 (batch, x, y, z), unique, sorted by :func:`hash_coords`.
+        feats: (N, C) float.
+        stride: cell size in units of the voxel size.
+        keys: (N,) sorted hash keys; computed (and the order checked) when omitted.
+        cache: kernel maps and coarser coordinate sets, shared by all tensors of one forward.
+        spconv: the spconv tensor of these rows, on tensors that spconv-backend layers made. A
+            strided spconv layer's rows are in spconv's order, not sorted: they have no keys.
     """
     coords: Tensor
     feats: Tensor

@@ -11,9 +11,13 @@ class GraspDataSample(BaseDataElement):
 
     - ``grasp_labels`` (list[ObjectGraspLabels]): one record per labelled object, each with its
       label points, its (augmented) pose and its grids, dense or deferred.
+    - ``hggd_grasps`` (dict[str, Tensor]): HGGD's per-image grasp record of the frame, a tensor
+      per field (``mmgrasp.datasets.transforms.hggd.GRASP_FIELDS``).
+    - ``hggd_rects`` (dict[str, Tensor]): the rectangles HGGD's 2-D targets are rendered from
+      (``LoadHGGDGrasps``).
 
     Meta fields (set by PackGraspInputs): ``scene``, ``frame``, ``camera``, ``sample_idx``,
-    ``epoch``.
+    ``epoch``; PackHGGDInputs adds ``factor_depth`` and ``hggd_max_events``.
 
     ``to()`` does not move tensors inside lists: GraspDataPreprocessor moves the labels itself.
     """

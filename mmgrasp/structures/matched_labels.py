@@ -18,9 +18,10 @@ GRID_FIELDS = ('view_rot', 'scores', 'widths', 'collision', 'score_labels')
 
 @dataclass
 class MatchedLabels:
-    """Per-seed label targets.
+    """Per-seed label targets. Stage one (label matching) fills the fields up to
+    ``robust_graspable``; stage two (at the chosen view) the ``top_*`` fields.
 
-    Stage one:
+    Attributes:
         point: (B, Ns, 3) matched label point, camera frame.
         distance: (B, Ns) seed to matched label point, metres.
         valid: (B, Ns) bool; False where the frame has no label point or (with a distance
@@ -49,8 +50,6 @@ class MatchedLabels:
             V·A·D), Scale-Balanced-Grasp only.
         robust_graspable: (B, Ns) bool, more than ``min_views`` views with a label > 0.1
             (Scale-Balanced-Grasp; combined with objectness by the model).
-
-    Stage two:
         top_view: (B, Ns) int64 chosen template slot.
         top_view_rot: (B, Ns, 3, 3).
         top_scores: (B, Ns, A, D) score targets at the chosen view: GSNet's normalised score in

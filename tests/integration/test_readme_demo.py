@@ -48,7 +48,7 @@ def test_readme_main_job_trains_the_demo(tmp_path):
         trained = json.load(f)['figures']
     # the same evaluation of the untrained weights (InitialCheckpointHook): their seeds collapse
     # onto a few points and score AP 0.00; the demo scores 10.88 (9.49-11.76 per split,
-    # docs/benchmarks.md "GSNet demo: spread, longer runs, label ceiling")
+    # docs/notes/benchmarks/demos.md "GSNet demo: spread, longer runs, label ceiling")
     data = str(tmp_path / 'synthetic')
     untrained_run = subprocess.run(
         [sys.executable, 'tools/test.py', 'configs/gsnet_demo.py',

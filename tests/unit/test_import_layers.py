@@ -1,6 +1,6 @@
 """The import structure of the whole package: no circle, no import from a lower layer to a
-higher one, in the layer order that docs/architecture.md writes (read from there, so the doc
-and the test cannot drift).
+higher one, in the layer order that docs/advanced_guides/architecture.md writes (read from
+there, so the doc and the test cannot drift).
 
 Every import statement counts: top-level ones, lazy ones inside functions and those under
 ``if TYPE_CHECKING:`` (``ast.walk`` sees them all), relative ones resolved against the module's
@@ -18,7 +18,7 @@ from typing import Dict, List, Set
 import mmgrasp
 
 PACKAGE = pathlib.Path(mmgrasp.__file__).parent
-DOC = PACKAGE.parent / 'docs' / 'architecture.md'
+DOC = PACKAGE.parent / 'docs' / 'advanced_guides' / 'architecture.md'
 
 
 def layer_order(doc: pathlib.Path = DOC) -> List[List[str]]:

@@ -1,5 +1,5 @@
 """The ``slow`` marker: registered in setup.cfg, on the trainings, and ``-m "not slow"`` (the
-README's fast developer run) deselects them while CI's plain ``python -m pytest`` runs all."""
+fast developer run of docs/get_started.md) deselects them while CI's plain ``python -m pytest`` runs all."""
 import configparser
 import os
 import re
@@ -32,10 +32,10 @@ def test_not_slow_deselects_the_trainings_and_keeps_the_rest():
     assert '1/6 tests collected (5 deselected)' in out.stdout, out.stdout[-500:]
 
 
-def test_the_readme_documents_both_runs():
-    with open(os.path.join(ROOT, 'README.md')) as f:
-        readme = f.read()
-    testing = readme[readme.index('\n## Testing'):]
-    testing = testing[:testing.index('\n## ', 1)]
+def test_the_docs_document_both_runs():
+    with open(os.path.join(ROOT, 'docs', 'get_started.md')) as f:
+        page = f.read()
+    testing = page[page.index('\n## Run the tests'):]
+    testing = testing[:testing.index('\n## ', 1)] if '\n## ' in testing[1:] else testing
     assert 'python -m pytest -m "not slow"' in testing
     assert '`.ci/run`' in testing and re.search(r'^python -m pytest +#', testing, re.M)

@@ -2,7 +2,7 @@
 """Convert a checkpoint of a reference implementation into an mmgrasp checkpoint.
 
     python tools/model_converters/reference_to_mmgrasp.py \
-        {economicgrasp,finegrasp,graspnet_baseline,gsnet,scale_balanced} SRC DST \
+        {economicgrasp,finegrasp,graspnet_baseline,gsnet,hggd,scale_balanced} SRC DST \
         [--config CONFIG]
 
 SRC is what the reference ``train.py`` saves (graspnet-baseline, graspness_implementation for
@@ -16,11 +16,18 @@ For ``finegrasp`` SRC is the published ``model.safetensors`` (hub repo
 nothing is fetched here) or the folder holding it: the model's state-dict names with no prefix
 (tests/data/reference_state_dicts/finegrasp.json), read with ``safetensors`` only. A pickled or
 ``torch.save`` file given as SRC is refused unread.
+For ``hggd`` SRC is what THU-VCLab/HGGD's ``train_utils.py`` saves (the published realsense /
+kinect checkpoints): a ``torch.save`` dict ``{anchor, local, gamma, beta, optimizer}`` of the
+two networks' state dicts (the names mmgrasp's AnchorGraspNet / PointMultiGraspNet carry, under
+``anchor_net.`` / ``local_net.``) and the (γ, β) anchors (7,), which become the model's
+``anchors.gamma`` / ``anchors.beta`` buffers (float64); the optimizer state is not converted.
+Read with ``weights_only=True``; any other top-level entry is refused, naming it.
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
 strict=True)`` accepts for the model of CONFIG (default: the method's shipped
 ``configs/<method>_deferred.py``; for ``finegrasp`` ``configs/finegrasp_published.py``, whose
 normals are those the reference's hub processor feeds the published weights: open3d's sign,
-unit length). For ``finegrasp`` DST's meta also records the config's normals rule.
+unit length; for hggd ``configs/_base_/models/hggd.py``). For ``finegrasp`` DST's meta also
+records the config's normals rule.
 
 What changes besides the names:
 
@@ -48,13 +55,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-METHODS = ('economicgrasp', 'finegrasp', 'graspnet_baseline', 'gsnet', 'scale_balanced')
+METHODS = ('economicgrasp', 'finegrasp', 'graspnet_baseline', 'gsnet', 'hggd', 'scale_balanced')
 #: Methods whose published weights are safetensors files (the others: torch.save dicts).
 SAFETENSORS_METHODS = ('finegrasp',)
 SAFETENSORS_NAME = 'model.safetensors'  # the file name in a hub snapshot folder
 #: Default configs other than configs/<method>_deferred.py: the published FineGrasp weights
-#: take the hub processor's normals (orientation 'solver', scale 1).
-DEFAULT_CONFIGS = {'finegrasp': 'finegrasp_published.py'}
+#: take the hub processor's normals (orientation 'solver', scale 1); HGGD has no dataset config.
+DEFAULT_CONFIGS = {'finegrasp': 'finegrasp_published.py',
+                   'hggd': os.path.join('_base_', 'models', 'hggd.py')}
 DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
@@ -247,6 +255,16 @@ RULES['finegrasp'] = [rule for rule in RULES['gsnet']
     for pattern, template in _FINEGRASP_HEAD]
 
 
+# HGGD: its two networks' names are mmgrasp's under a prefix; its anchors become buffers.
+HGGD_ENTRIES = {'anchor': 'anchor_net', 'local': 'local_net'}
+HGGD_ANCHORS = ('gamma', 'beta')
+RULES['hggd'] = [
+    (r'(?P<net>anchor|local)\.(?P<key>.+)',
+     lambda m: f'{HGGD_ENTRIES[m["net"]]}.{m["key"]}', _copy),
+    (r'(?P<axis>gamma|beta)', lambda m: f'anchors.{m["axis"]}', lambda t: t.double()),
+]
+
+
 def _rename(method: str, key: str):
     for pattern, name, transform in RULES[method]:
         match = re.fullmatch(pattern, key)
@@ -360,6 +378,38 @@ def load_reference(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
     return state, info
 
 
+def load_hggd(path: str) -> Tuple[Dict[str, torch.Tensor], dict]:
+    """HGGD's checkpoint as one flat dict (``anchor.<key>``, ``local.<key>``, ``gamma``,
+    ``beta``) and what DST's meta says of it."""
+    try:
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as err:  # torch raises many kinds for a file it cannot read
+        raise ConversionError(f'{path}: not a torch checkpoint of tensors ({type(err).__name__}: '
+                              f'{err})')
+    expected = (*HGGD_ENTRIES, *HGGD_ANCHORS)
+    if not isinstance(checkpoint, dict):
+        raise ConversionError(f'{path}: holds a {type(checkpoint).__name__}, expected the dict '
+                              f'{{{", ".join(expected)}, optimizer}} HGGD\'s train_utils.py saves')
+    missing = [k for k in expected if k not in checkpoint]
+    unknown = [k for k in checkpoint if k not in expected and k != 'optimizer']
+    if missing or unknown:
+        raise ConversionError(f'{path}: not an HGGD checkpoint: missing {missing}, unknown '
+                              f'{unknown}; expected {{{", ".join(expected)}, optimizer}}')
+    flat = {}
+    for entry in HGGD_ENTRIES:
+        state = checkpoint[entry]
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
+                                                  for v in state.values()):
+            raise ConversionError(f"{path}: '{entry}' is not a dict of tensors")
+        flat.update({f'{entry}.{k}': v for k, v in state.items()})
+    for axis in HGGD_ANCHORS:
+        if not isinstance(checkpoint[axis], torch.Tensor):
+            raise ConversionError(f"{path}: '{axis}' is a {type(checkpoint[axis]).__name__}, "
+                                  f'expected the anchors as a tensor')
+        flat[axis] = checkpoint[axis]
+    return flat, ({'optimizer': 'not converted'} if 'optimizer' in checkpoint else {})
+
+
 def model_shapes(config: str) -> Dict[str, torch.Size]:
     """``{key: shape}`` of the state dict of the model that ``config`` builds."""
     from mmengine.config import Config
@@ -384,7 +434,9 @@ def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
     of tensors and what DST's meta says of SRC."""
     config = config or os.path.join(REPO, 'configs',
                                     DEFAULT_CONFIGS.get(method, f'{method}_deferred.py'))
-    reference, info = (load_safetensors if method in SAFETENSORS_METHODS else load_reference)(src)
+    loader = (load_safetensors if method in SAFETENSORS_METHODS else
+              load_hggd if method == 'hggd' else load_reference)
+    reference, info = loader(src)
     try:
         state = convert_state_dict(method, reference, model_shapes(config))
     except ConversionError as err:
@@ -403,11 +455,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('method', choices=METHODS)
     parser.add_argument('src', help='reference checkpoint (dict with model_state_dict; for '
-                                    'finegrasp model.safetensors or its folder)')
+                                    'finegrasp model.safetensors or its folder; for hggd the '
+                                    'dict of anchor, local, gamma, beta)')
     parser.add_argument('dst', help='mmgrasp checkpoint to write')
     parser.add_argument('--config', help='mmgrasp config of the model (default: '
                                          'configs/<method>_deferred.py; finegrasp: '
-                                         'configs/finegrasp_published.py)')
+                                         'configs/finegrasp_published.py; hggd: '
+                                         'configs/_base_/models/hggd.py)')
     return parser.parse_args(argv)
 
 

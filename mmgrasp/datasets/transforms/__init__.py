@@ -3,7 +3,8 @@ from .depth_image import LoadDepthImage
 from .economic_labels import LoadEconomicLabels
 from .formatting import PackGraspInputs
 from .grasp_labels import SampleGraspLabels
+from .hggd import LoadHGGDGrasps, PackHGGDInputs, SampleDepthPixels
 from .loading import LoadGraspScene
 from .normals import EstimateNormals
 
-__all__ = ['EstimateNormals', 'LoadDepthImage', 'LoadEconomicLabels', 'LoadGraspScene', 'PackGraspInputs', 'RandomFlipRotateScene', 'SampleGraspLabels']
+__all__ = ['EstimateNormals', 'LoadDepthImage', 'LoadEconomicLabels', 'LoadGraspScene', 'LoadHGGDGrasps', 'PackGraspInputs', 'PackHGGDInputs', 'RandomFlipRotateScene', 'SampleDepthPixels', 'SampleGraspLabels']

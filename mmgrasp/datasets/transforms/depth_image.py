@@ -29,6 +29,18 @@ def implausible_depth(nearest_raw: float, factor_depth: float, where: str) -> Op
             f'GraspNet-1Billion PNGs are millimetres, factor_depth 1000)')
 
 
+def sample_indices(rng: np.random.Generator, count: int, num_points: int) -> np.ndarray:
+    """(num_points,) int64 indices into ``count`` (> 0) items: drawn without replacement, or
+    every item and the rest drawn with replacement when there are fewer (LoadGraspScene's
+    rule)."""
+    if count >= num_points:
+        index = rng.choice(count, num_points, replace=False)
+    else:
+        extra = rng.choice(count, num_points - count, replace=True)
+        index = np.concatenate([np.arange(count), extra])
+    return index.astype(np.int64)
+
+
 @TRANSFORMS.register_module()
 class LoadDepthImage(BaseTransform):
     """Back-project a raw depth image and sample ``num_points`` points, drawing exactly as
@@ -71,13 +83,7 @@ class LoadDepthImage(BaseTransform):
         if len(pixels) == 0:
             raise ValueError('no point left: the depth image has no reading'
                              + (' inside the mask' if mask is not None else ''))
-        rng = results['rng']
-        if len(pixels) >= self.num_points:
-            index = rng.choice(len(pixels), self.num_points, replace=False)
-        else:
-            extra = rng.choice(len(pixels), self.num_points - len(pixels), replace=True)
-            index = np.concatenate([np.arange(len(pixels)), extra])
-        index = index.astype(np.int64)
+        index = sample_indices(results['rng'], len(pixels), self.num_points)
         values = np.take(depth.reshape(-1), pixels)
         width, intrinsics, factor = depth.shape[1], results['intrinsics'], results['factor_depth']
         xyz = pixel_points(np.take(values, index), np.take(pixels, index), width, intrinsics,

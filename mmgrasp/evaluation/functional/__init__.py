@@ -10,11 +10,12 @@ and the ``grasp_nms`` package; the code is written from those rules. Grasps are 
 - ``precision_at_k(scores, top_k=50)``, ``evaluate_frame(grasps, models, sdfs, poses, table,
   top_k=50, per_object=10, width_range=None)``
 - ``legacy_numpy_argsort`` / ``std_sort_descending``: the orders graspnetAPI's sorts give
-  (:mod:`.sorting`)
+  (:mod:`mmgrasp.geometry.sorting`; NMS and sorts live in geometry, which the label assets
+  share)
 """
 from .frame_eval import (EVAL_FRICTION_COEFFICIENTS, dexnet_grasp_params, evaluate_frame,
                          grasp_friction, precision_at_k)
-from .nms import grasp_nms
+from mmgrasp.geometry.nms import grasp_nms
 
 __all__ = ['EVAL_FRICTION_COEFFICIENTS', 'dexnet_grasp_params', 'evaluate_frame',
            'grasp_friction', 'grasp_nms', 'precision_at_k']

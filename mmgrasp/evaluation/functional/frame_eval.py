@@ -13,8 +13,8 @@ from mmgrasp.geometry.force_closure import (GRASPNET_FRICTION_COEFFICIENTS,
 from mmgrasp.geometry.points import PosedTable, in_box, nearest_indices, transform_points
 from mmgrasp.geometry.sdf import SignedDistanceField
 
-from .nms import grasp_nms
-from .sorting import legacy_numpy_argsort
+from mmgrasp.geometry.nms import grasp_nms
+from mmgrasp.geometry.sorting import legacy_numpy_argsort
 
 EVAL_FRICTION_COEFFICIENTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
 CUT_RANK = 50  # eval_grasp keeps the grasps scoring at least the 50th best (remain_mask[49])
@@ -71,7 +71,7 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                    per_object: int = 10,
                    width_range: Optional[Tuple[float, float]] = None) -> dict:
     """graspnetAPI's per-frame evaluation of a dump (tied scores ordered as graspnetAPI's
-    sorts order them, see :mod:`.sorting`).
+    sorts order them, see :mod:`mmgrasp.geometry.sorting`).
 
     Args:
         grasps: (N, 17) dumped rows (any float dtype; widths are clipped in that dtype).

@@ -42,7 +42,8 @@ class FineGraspUNet(SparseUNet14):
         channels, layers, stem_channels: the class's ``PLANES``, ``LAYERS`` and ``INIT_DIM``
             (Pointcept's other MinkUNets differ only in these, e.g. MinkUNet18's LAYERS
             (2, 2, 2, 2, 2, 2, 2, 2)); the defaults are FineGrasp's.
-        Others as :class:`SparseUNet14`.
+        out_channels, voxel_size, backend, conv_algorithm, voxel_reduce, init_cfg: as in
+            :class:`SparseUNet14`.
     """
 
     def __init__(self, in_channels: int = 6, out_channels: int = 512, voxel_size: float = 0.005,

@@ -21,8 +21,9 @@ class EconomicGraspLoss:
     - angle, depth: cross-entropy against the class of the chosen view's best grasp;
     - score: cross-entropy over 6 classes, label ``long(score · 10 / 2)`` (truncation, in the
       reference's order of float32 operations);
-    - width: smooth-L1 of the width output against 10·width;
-    the last four are means over ``batch_valid_mask`` (the seed's nearest label point within
+    - width: smooth-L1 of the width output against 10·width.
+
+    The last four are means over ``batch_valid_mask`` (the seed's nearest label point within
     5 mm and its chosen view among the point's stored views).
 
     Degenerate batches stay finite: a masked mean over an empty mask is 0 with a zero gradient

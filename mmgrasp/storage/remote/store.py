@@ -321,7 +321,7 @@ class RemoteStore:
     def read_rows(self, paths: Sequence[str], file_ids: np.ndarray, keys: np.ndarray,
                   row_shape: tuple, out: np.ndarray) -> None:
         """``read_rows`` of the deferred reader for URLs of this store: rows ``keys`` (sorted
-        by file, then key) of files ``paths[file_ids]``, viewed as (rows, *row_shape)."""
+        by file, then key) of files ``paths[file_ids]``, viewed as ``(rows, *row_shape)``."""
         self.read_rows_many([(paths, file_ids, keys, row_shape, out)])
 
     def read_rows_many(self, requests: Sequence[tuple]) -> None:

@@ -209,3 +209,16 @@ def test_a_frame_past_the_last_image_names_file_and_images(gc6d_root, tmp_path):
                                          rf'{reader.image_id(0)}, {reader.image_id(1)}; frame 2 '
                                          rf'is image {reader.image_id(2)}\)'):
         reader._check_frame(3, 2)
+
+
+def test_object_poses_and_model_points(gc6d_root):
+    """scene_gt.json's float64 poses as they are (no camera composition) and models_m/."""
+    reader = GraspClutter6DReader(gc6d_root, 'zivid')
+    posed = reader.load_object_poses(1, 2)
+    ids, poses = reader.instances(1, 2)
+    np.testing.assert_array_equal(posed.object_ids, ids)
+    np.testing.assert_array_equal(posed.poses, poses)
+    assert posed.poses.dtype == np.float64 and posed.camera_pose is None
+    points = reader.load_model_points(int(ids[0]))
+    assert reader.model_points_path(int(ids[0])).endswith(f'models_m/obj_{ids[0] + 1:06d}.ply')
+    assert points.dtype == np.float64 and points.shape[1] == 3 and len(points) > 100

@@ -202,3 +202,40 @@ def test_label_transform_checks_objects_against_the_store(synthetic_root, tmp_pa
     with pytest.raises(DatasetFileError, match=f'{reader.frame_path(1, "meta", 2)}: .*label store'):
         transform._check_objects(store, 1, results)
     transform._check_objects(store, 1, dict(results, object_ids=ids))
+
+
+def test_object_poses_and_model_points(synthetic_root):
+    """The annotation XML's float32 poses (graspnetAPI's, through Euler angles), the frame's
+    camera pose and the objects of the collision arrays; model vertices as open3d reads them."""
+    from mmgrasp.datasets.model_files import read_annotation, read_ply_points
+    reader = GraspNetReader(synthetic_root)
+    posed = reader.load_object_poses(1, 2)
+    objects = read_annotation(reader.annotation_path(1, 2))
+    np.testing.assert_array_equal(posed.object_ids, reader.load_meta(1, 2).object_ids)
+    np.testing.assert_array_equal(posed.poses, np.stack([pose for _, pose in objects]))
+    assert posed.poses.dtype == np.float32
+    np.testing.assert_array_equal(posed.camera_pose, reader.trajectory(1).camera_poses[2])
+    # the XML pose is the meta pose to float32 rounding of its Euler angles
+    np.testing.assert_allclose(posed.poses[:, :3], reader.load_meta(1, 2).poses, atol=1e-6)
+    points = reader.load_model_points(int(posed.object_ids[0]))
+    assert points.dtype == np.float64 and points.shape[1] == 3 and len(points) > 100
+    np.testing.assert_array_equal(points, read_ply_points(
+        os.path.join(synthetic_root, 'models', f'{posed.object_ids[0]:03d}', 'nontextured.ply')))
+
+
+def test_bad_annotation_and_model_are_named(dataset_copy):
+    reader = GraspNetReader(dataset_copy)
+    xml = reader.annotation_path(0, 1)
+    os.chmod(xml, 0o644)
+    with open(xml, 'w') as f:
+        f.write('<scene><obj><id>x</id></obj></scene>')
+    with pytest.raises(DatasetFileError, match=rf'{xml}: not a GraspNet annotation'):
+        reader.load_object_poses(0, 1)
+    ply = reader.model_points_path(0)
+    os.chmod(ply, 0o644)
+    with open(ply, 'w') as f:
+        f.write('ply\nformat ascii 1.0\nelement vertex 5\nproperty float x\nend_header\n1 2\n')
+    with pytest.raises(DatasetFileError, match=rf'{ply}: .*lack x, y or z'):
+        reader.load_model_points(0)
+    with pytest.raises(ValueError, match='frame 9 out of range'):
+        reader.load_object_poses(0, 9)

@@ -3,7 +3,7 @@ wrappers launch it (``LAUNCHES`` next to the launch sites), and none goes withou
 
 The interpreter (``TRITON_INTERPRET=1``, which other tests set) compiles nothing, so the
 compilation runs in a subprocess without it: tools/analysis/kernel_resources.py, whose table
-docs/benchmarks.md quotes."""
+docs/notes/benchmarks/gpu_cost.md quotes."""
 import importlib.util
 import json
 import os

@@ -42,7 +42,7 @@ def test_scale_golden_says_sbg_script_was_not_run():
     generated = _protocol_literal(_read('tools', 'analysis', 'golden', 'make_scale_golden.py'))
     assert golden['protocol'] == generated
     assert "SBG's script itself was not run" in generated and '@5904d5f' in generated
-    readme = ' '.join(_read('README.md').split())
-    assert "re-types SBG's `eval_grasp`" in readme and "SBG's script itself was not run" in readme
+    guide = ' '.join(_read('docs', 'user_guides', 'evaluation.md').split())
+    assert "re-types SBG's `eval_grasp`" in guide and "SBG's script itself was not run" in guide
     assert 'SBG\'s script was not run' in ' '.join(
         _read('tests', 'data', 'eval_golden_scale', 'README.md').split())

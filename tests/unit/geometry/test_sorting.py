@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from mmgrasp.evaluation.functional.sorting import legacy_numpy_argsort, std_sort_descending
+from mmgrasp.geometry.sorting import legacy_numpy_argsort, std_sort_descending
 
 ORDERS = os.path.join(os.path.dirname(__file__), '..', '..', 'data', 'eval_sort_orders',
                       'orders.json')

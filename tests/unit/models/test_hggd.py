@@ -1,0 +1,173 @@
+"""The HGGD detector on synthetic batches in its input contract (tests/unit/models/
+_hggd_inputs.py): losses, gradients, degenerate batches, predictions, draws, options."""
+import math
+import sys
+import os
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _hggd_inputs import make_batch, small_hggd  # noqa: E402
+
+LOSSES = ('loss_loc', 'loss_reg', 'loss_cls', 'loss_multi_cls', 'loss_offset')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    """Tiny convolutions on a loaded 2-core machine run far faster on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope='module')
+def batch():
+    return make_batch(seed=0)
+
+
+def trained_losses(model, inputs, samples):
+    model.train()
+    losses = model.loss(inputs, samples)
+    assert sorted(losses) == sorted(LOSSES)
+    assert all(math.isfinite(float(v.detach())) for v in losses.values()), losses
+    return losses
+
+
+def test_loss_trains_both_networks_and_detaches_the_features(batch):
+    torch.manual_seed(0)
+    model = small_hggd()
+    inputs, samples = batch
+    losses = trained_losses(model, inputs, samples)
+    assert float(losses['loss_multi_cls'].detach()) > 0 and float(losses['loss_loc'].detach()) > 0
+    (losses['loss_multi_cls'] + losses['loss_offset']).backward()
+    assert all(p.grad is None for p in model.anchor_net.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.local_net.parameters())
+    model.zero_grad()
+    sum(losses[k] for k in ('loss_loc', 'loss_reg', 'loss_cls')).backward()
+    assert all(p.grad is not None for p in model.anchor_net.parameters())
+
+
+@pytest.mark.parametrize('case', ['no_grasps', 'zero_depth', 'one_object', 'no_region',
+                                  'no_labels_anywhere'])
+def test_degenerate_batches_are_finite(case):
+    torch.manual_seed(0)
+    kwargs = dict(no_grasps=dict(no_grasps=1), zero_depth=dict(zero_depth=0),
+                  one_object={}, no_region={}, no_labels_anywhere=dict(grasps=0)).get(case)
+    inputs, samples = make_batch(seed=3, **kwargs)
+    if case == 'one_object':
+        inputs, samples = make_batch(seed=3, batch=1)
+    model = small_hggd(min_points=10 ** 6) if case == 'no_region' else small_hggd()
+    losses = trained_losses(model, inputs, samples)
+    sum(losses.values()).backward()
+    if case == 'no_region':
+        assert float(losses['loss_multi_cls']) == 0 and float(losses['loss_offset']) == 0
+    model.eval()
+    with torch.no_grad():
+        results = model.predict(inputs, samples)
+    assert len(results) == len(samples)
+    for r in results:
+        assert r.pred_grasps.shape[1] == 17 and torch.isfinite(r.pred_grasps).all()
+
+
+def test_predictions_are_graspnet_rows_best_first(batch):
+    torch.manual_seed(0)
+    model = small_hggd(test_cfg=dict(collision=False)).eval()
+    inputs, samples = batch
+    with torch.no_grad():
+        results = model.predict(inputs, samples)
+    assert sum(len(r.pred_grasps) for r in results) > 0
+    for r in results:
+        rows = r.pred_grasps.numpy()
+        assert rows.dtype == np.float32 and (np.diff(rows[:, 0]) <= 0).all()
+        assert ((rows[:, 0] > 0) & (rows[:, 0] < 1)).all() and (rows[:, 16] == -1).all()
+        assert (rows[:, 1] > 0).all() and (rows[:, 3] == np.float32(0.02)).all()
+        rotation = rows[:, 4:13].reshape(-1, 3, 3)
+        assert (np.abs(rotation[:, 2, 1]) < math.sin(math.radians(60)) + 1e-6).all()
+        assert r.scene == samples[0].scene or r.scene == samples[1].scene
+    filtered = small_hggd().eval()
+    filtered.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        kept = filtered.predict(inputs, samples)
+    assert sum(len(r.pred_grasps) for r in kept) < sum(len(r.pred_grasps) for r in results)
+
+
+def test_a_frames_prediction_does_not_depend_on_its_batch(batch):
+    torch.manual_seed(0)
+    model = small_hggd().eval()
+    inputs, samples = batch
+    one = {k: (v[:1] if torch.is_tensor(v) else v) for k, v in inputs.items()}
+    with torch.no_grad():
+        together = model.predict(inputs, samples)[0].pred_grasps
+        alone = model.predict(one, samples[:1])[0].pred_grasps
+        again = model.predict(one, samples[:1])[0].pred_grasps
+    assert len(alone) and torch.equal(alone, again)
+    torch.testing.assert_close(together, alone)
+    other = [s.clone() for s in samples[:1]]
+    other[0].set_metainfo(dict(frame=7))  # another frame id: other draws
+    with torch.no_grad():
+        moved = model.predict(one, other)[0].pred_grasps
+    assert not torch.equal(moved, alone)
+
+
+def test_training_draws_follow_the_epoch(batch):
+    inputs, samples = batch
+    torch.manual_seed(0)
+    model = small_hggd()
+    first = trained_losses(model, inputs, samples)
+    torch.manual_seed(123)  # dropout too draws from the samples' streams, not the global one
+    again = trained_losses(model, inputs, samples)
+    later = [s.clone() for s in samples]
+    for s in later:
+        s.set_metainfo(dict(epoch=1))
+    moved = trained_losses(model, inputs, later)
+    assert float(first['loss_multi_cls']) == float(again['loss_multi_cls'])
+    assert float(moved['loss_multi_cls']) != float(first['loss_multi_cls'])
+    assert float(moved['loss_loc']) == float(first['loss_loc'])
+
+
+def test_anchors_are_saved_and_shift_in_the_loss(batch):
+    torch.manual_seed(0)
+    model = small_hggd()
+    state = model.state_dict()
+    assert state['anchors.gamma'].dtype == torch.float64 and 'anchors.counts' not in state
+    model.anchors.threshold = 2  # a few labels match on these small frames
+    model.anchors.shift_enabled = True
+    before = model.anchors.gamma.clone()
+    trained_losses(model, *batch)
+    assert not torch.equal(model.anchors.gamma, before)
+    fresh = small_hggd()
+    fresh.load_state_dict(model.state_dict(), strict=True)
+    assert torch.equal(fresh.anchors.gamma, model.anchors.gamma)
+
+
+@pytest.mark.parametrize('option,value', [
+    ('test_centers', 2), ('heat_threshold', 0.9), ('top_k', 2), ('max_gamma', 20.0),
+    ('jitter', 0.01), ('knn', 1), ('sigma', 1.0), ('anchor_width', 8.0), ('seed', 5),
+    ('group_points', 16), ('anchor_depth', 60.0), ('min_points', 31)])
+def test_every_option_changes_the_predictions(batch, option, value):
+    inputs, samples = batch
+    torch.manual_seed(0)
+    base = small_hggd(test_cfg=dict(collision=False)).eval()
+    changed = small_hggd(test_cfg=dict(collision=False), **{option: value}).eval()
+    changed.load_state_dict(base.state_dict())
+    with torch.no_grad():
+        a = [r.pred_grasps for r in base.predict(inputs, samples)]
+        b = [r.pred_grasps for r in changed.predict(inputs, samples)]
+    assert any(x.shape != y.shape or not torch.equal(x, y) for x, y in zip(a, b)), option
+
+
+def test_train_centers_and_the_inputs_it_needs(batch):
+    inputs, samples = batch
+    torch.manual_seed(0)
+    few = small_hggd(train_centers=1)
+    many = small_hggd(train_centers=16)
+    many.load_state_dict(few.state_dict())
+    assert float(trained_losses(few, inputs, samples)['loss_multi_cls']) != float(
+        trained_losses(many, inputs, samples)['loss_multi_cls'])
+    with pytest.raises(KeyError, match="inputs\\['grasps'\\]"):
+        few.loss({k: v for k, v in inputs.items() if k != 'grasps'}, samples)
+    with pytest.raises(ValueError, match='unknown test_cfg'):
+        small_hggd(test_cfg=dict(collision_thresh=0.1))
