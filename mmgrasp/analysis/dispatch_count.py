@@ -139,12 +139,14 @@ class ScopedReferences:
     calls is the op's own torch reference, run inside that scope."""
 
     def __init__(self):
-        from mmgrasp.ops import point_ops
-        self._ops, self._inside = point_ops, False
+        from mmgrasp.ops import point_normals, point_ops
+        self._ops, self._normals, self._inside = point_ops, point_normals, False
 
     def install(self) -> None:
-        """From now on every point op of this process dispatches to these references."""
+        """From now on every point op of this process dispatches to these references (the
+        normals of :func:`mmgrasp.ops.point_normals.batch_normals` too, on any device)."""
         self._ops._kernels_for = lambda tensor: None if self._inside else self
+        self._normals.kernels_for = lambda tensor: None if self._inside else self
 
     @contextmanager
     def _reference(self, name: str) -> Iterator[None]:
@@ -181,6 +183,20 @@ class ScopedReferences:
         ref, query = self._contiguous(ref, query)
         with self._reference('knn'):
             return self._ops._knn_reference(ref, query, k)
+
+    def estimate_normals(self, points, radius: float, max_nn: int, orientation: str,
+                         scale: float):
+        """The normals kernel's stand-in: the worker's rule, frame by frame (the same bits),
+        on the cloud read through DLPack, which records no op (``.numpy()`` would be counted
+        as a host read; the torch reference records thousands of ops, whose recorded shapes
+        grew a paper-size count past 17 GB)."""
+        import numpy as np
+        import torch
+        points, = self._contiguous(points)
+        with self._reference('estimate_normals'):
+            frames = np.from_dlpack(points.detach())
+            return torch.from_numpy(np.stack([self._normals.estimate_normals(
+                f, radius, max_nn, orientation, scale) for f in frames]).reshape(frames.shape))
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""

@@ -12,7 +12,7 @@ Import this module only through :func:`.point_ops.triton_kernels`, which returns
 Triton is not installed.
 """
 from functools import lru_cache
-from typing import Dict, NamedTuple, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import triton
@@ -281,7 +281,7 @@ def _points(*names: str) -> Dict[str, str]:
 
 _FPS_ARGS = dict(nearest_ptr='*fp32', out_ptr='*i64', n='i32', num='i32')
 _QUERY = dict(BLOCK=_BLOCK, PAD=_PAD)
-# Every launch of this module. The wrappers launch only through it (``_launch`` refuses arguments
+# Every launch of this module. The wrappers launch only through it (``launch`` refuses arguments
 # of other types), and tests/unit/models/test_kernel_compile.py compiles each entry for real GPU
 # targets, so what is compiled there is what runs.
 LAUNCHES: Tuple[Launch, ...] = (
@@ -305,17 +305,19 @@ LAUNCHES: Tuple[Launch, ...] = (
 )
 
 
-def _launch(kernel, grid: Tuple[int, ...], *args, **constexprs) -> None:
-    """Launch ``kernel`` as its entry of :data:`LAUNCHES` for these argument types."""
+def launch(kernel, grid: Tuple[int, ...], *args, table: Optional[Tuple[Launch, ...]] = None,
+           **constexprs) -> None:
+    """Launch ``kernel`` as its entry of ``table`` (default: this module's :data:`LAUNCHES`;
+    :mod:`.normal_kernels` passes its own) for these argument types."""
     types = tuple(mangle_type(arg) for arg in args)
-    for entry in LAUNCHES:
+    for entry in LAUNCHES if table is None else table:
         if (entry.kernel is kernel and tuple(entry.signature.values()) == types
                 and entry.constexprs == constexprs):
             kernel[grid](*args, **constexprs, **entry.options)
             return
-    raise TypeError(f'{kernel.__name__}: no entry in point_kernels.LAUNCHES for arguments '
-                    f'{types} and constexprs {constexprs} (add one there: the compile test '
-                    f'then checks it for the GPU targets)')
+    raise TypeError(f'{kernel.__name__}: no entry in the LAUNCHES of {kernel.fn.__module__} for '
+                    f'arguments {types} and constexprs {constexprs} (add one there: the compile '
+                    f'test then checks it for the GPU targets)')
 
 
 def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
@@ -325,7 +327,7 @@ def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
     out = torch.empty(batch, num, dtype=torch.long, device=xyz.device)
     nearest = torch.empty(batch, n, dtype=xyz.dtype, device=xyz.device)
     mask = None if mask is None else mask.to(torch.bool).contiguous()
-    _launch(_fps_kernel, (batch, ), xyz, xyz if mask is None else mask, nearest, out, n, num,
+    launch(_fps_kernel, (batch, ), xyz, xyz if mask is None else mask, nearest, out, n, num,
             HAS_MASK=mask is not None, BLOCK=_BLOCK)
     return out
 
@@ -335,7 +337,7 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     batch, n, _ = xyz.shape
     s = new_xyz.shape[1]
     out = torch.empty(batch, s, nsample, dtype=torch.long, device=xyz.device)
-    _launch(_ball_query_kernel, (batch * s, ), xyz.contiguous(), new_xyz.contiguous(), out, n, s,
+    launch(_ball_query_kernel, (batch * s, ), xyz.contiguous(), new_xyz.contiguous(), out, n, s,
             radius * radius, nsample, **_QUERY)
     return out
 
@@ -356,7 +358,7 @@ def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[
     radius2 = _thresholds(tuple(r * r for r in radii), xyz.device)
     top = _thresholds(tuple(hmax), xyz.device)
     grid = (batch * s, len(radii) * len(hmax))
-    _launch(_cylinder_query_kernel, grid, xyz.contiguous(), new_xyz.contiguous(),
+    launch(_cylinder_query_kernel, grid, xyz.contiguous(), new_xyz.contiguous(),
             rot.contiguous(), radius2, top, out, n, s, batch, len(hmax), hmin, nsample, **_QUERY)
     return out
 
@@ -367,7 +369,7 @@ def three_nn(ref: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
     batch, q, _ = query.shape
     dist2 = torch.empty(batch, q, 3, dtype=query.dtype, device=query.device)
     idx = torch.empty(batch, q, 3, dtype=torch.long, device=query.device)
-    _launch(_three_nn_kernel, (batch, triton.cdiv(q, _THREE_NN_BLOCK)), ref.contiguous(),
+    launch(_three_nn_kernel, (batch, triton.cdiv(q, _THREE_NN_BLOCK)), ref.contiguous(),
             query.contiguous(), dist2, idx, ref.shape[1], q, BLOCK=_THREE_NN_BLOCK)
     return dist2, idx
 

@@ -141,7 +141,9 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)
     reference_counts = _count(lambda: _point_ops_run(xyz, rot, feats))['other']
+    from mmgrasp.ops import point_normals
     monkeypatch.setattr(point_ops, '_kernels_for', point_ops._kernels_for)  # undone after
+    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)
     dispatch.ScopedReferences().install()
     got = _point_ops_run(xyz, rot, feats)
     for name, value in expected.items():
@@ -156,6 +158,22 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     # the expanded frames rot and kNN's reference points xyz[:, :30]
     assert scoped['launches'] == 3 + 2 + 4 + interpolation['other']['launches']
     assert scoped['syncs'] == 0
+
+
+def test_scoped_references_charge_the_normals_one_launch_without_a_host_read(monkeypatch):
+    """batch_normals' kernel branch on the CPU: the torch reference in the kernel's scope
+    (one launch, no sync: the CPU path's per-frame numpy reads would be syncs), the same
+    normals as the CPU path."""
+    from mmgrasp.ops import point_normals
+    cloud = _cloud(n=200)
+    expected = point_normals.batch_normals(cloud, orientation='solver')
+    assert _count(lambda: point_normals.batch_normals(cloud))['other']['syncs'] > 0
+    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)  # undone after
+    dispatch.ScopedReferences().install()
+    got = point_normals.batch_normals(cloud, orientation='solver')
+    assert torch.equal(got, expected)
+    assert _count(lambda: point_normals.batch_normals(cloud)) == {
+        'other': dict(launches=1, syncs=0)}
 
 
 def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
