@@ -207,7 +207,7 @@ def _gripper_users(node, path: str, inside_user: bool = False) -> Iterable[tuple
     if isinstance(node, dict):
         takes = False
         if isinstance(node.get('type'), str):
-            accepted = [_accepted(c) for c in _lookup(node['type'])]
+            accepted = [_parameters(c) for c in _lookup(node['type'])]
             takes = any(a is not None and 'gripper' in a for a in accepted)
             if takes and (not inside_user or node.get('gripper') is not None):
                 yield path, node.get('gripper')

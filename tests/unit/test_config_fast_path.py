@@ -35,7 +35,9 @@ def test_shipped_configs_read_frames_and_augment_on_the_device(path):
         assert loads or images, (loader, 'no frame loading step')
         assert all(t.source == 'frames' for t in loads + images), (loader, loads + images)
         flips = [built(t) for t in pipeline if t['type'] == 'RandomFlipRotateScene']
-        worker_only = any(t.voxel_size is not None or t.with_normals for t in loads) or any(
-            t['type'] == 'LoadEconomicLabels' for t in pipeline)
+        # voxel coordinates are packed in the worker; normals computed there must be flipped there
+        worker_only = any(t.voxel_size is not None for t in loads) or any(
+            t['type'] == 'EstimateNormals' and t.get('apply', 'worker') == 'worker'
+            for t in pipeline)
         for flip in flips:
             assert flip.apply == ('worker' if worker_only else 'device'), (loader, flip)
