@@ -113,7 +113,8 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int,
                    sdf_sample_seed: Optional[int] = None, details: Optional[dict] = None
                    ) -> np.ndarray:
     """(len(frames), 50, 6) accuracy of one scene's ``frames`` (annotation indices; default
-    every annotation of the camera). A frame without a dump is an error, or scores zeros with
+    every annotation of the camera, or with ``missing_dumps='zero'`` all 13 as ``eval_scene``
+    scores them). A frame without a dump is an error, or scores zeros with
     ``missing_dumps='zero'`` (``eval_scene``'s rule). With ``details``, per frame (image id)
     the kept grasps, their scores and collision masks are stored under
     ``grasps_/scores_/collision_%06d_%06d`` (scene, image)."""
@@ -121,7 +122,8 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int,
     try:
         inputs = GC6DSceneInputs(root, camera, scene, sdf_sample_seed)
         if frames is None:
-            frames = range(inputs.reader.num_frames(scene))
+            frames = range(NUM_ANNOTATIONS if missing_dumps == 'zero'
+                           else inputs.reader.num_frames(scene))
         out = np.zeros((len(frames), TOP_K, len(EVAL_FRICTION_COEFFICIENTS)))
         for n, frame in enumerate(frames):
             image = inputs.reader.image_id(frame)

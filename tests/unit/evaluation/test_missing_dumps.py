@@ -29,6 +29,8 @@ def test_graspnet_missing_dump_is_named_or_scored_zero(tmp_path, capsys):
     frame0 = evaluate_dump(root, dump, 'realsense', [100], {100: [0]}, progress=False)[100]
     assert frame0.any()
     expected = summarize({100: np.concatenate([frame0, np.zeros_like(frame0)])})
+    # a frame without a file is a missing dump, not an empty one
+    assert figures.pop('empty_frames') == figures.pop('seen/empty_frames') == 0
     assert figures == expected and figures['frames'] == 2
     with open(out) as f:
         payload = json.load(f)
