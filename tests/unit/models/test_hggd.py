@@ -171,3 +171,32 @@ def test_train_centers_and_the_inputs_it_needs(batch):
         few.loss({k: v for k, v in inputs.items() if k != 'grasps'}, samples)
     with pytest.raises(ValueError, match='unknown test_cfg'):
         small_hggd(test_cfg=dict(collision_thresh=0.1))
+
+
+def close_pairs(rows: np.ndarray, translation: float, rotation_deg: float) -> int:
+    """Pairs of rows nearer than both thresholds (the NMS rule, redone in numpy)."""
+    t, r = rows[:, 13:16].astype(np.float64), rows[:, 4:13].reshape(-1, 3, 3).astype(np.float64)
+    dist = np.linalg.norm(t[:, None] - t[None], axis=-1)
+    trace = np.einsum('aij,bij->ab', r, r)
+    angle = np.degrees(np.arccos(np.clip((trace - 1) / 2, -1, 1)))
+    close = (dist < translation) & (angle < rotation_deg)
+    return int(np.triu(close, 1).sum())
+
+
+def test_test_time_nms_keeps_no_close_pair_and_its_options_apply(batch):
+    inputs, samples = batch
+    torch.manual_seed(0)
+    base = small_hggd(test_cfg=dict(collision=False, nms=False)).eval()
+    found = {}
+    for name, cfg in [('off', dict(nms=False)), ('on', {}), ('far', dict(nms_translation=0.1)),
+                      ('wide', dict(nms_rotation=90.0))]:
+        model = small_hggd(test_cfg=dict(collision=False, **cfg)).eval()
+        model.load_state_dict(base.state_dict())
+        with torch.no_grad():
+            found[name] = [r.pred_grasps.numpy() for r in model.predict(inputs, samples)]
+    for raw, kept in zip(found['off'], found['on']):
+        assert close_pairs(raw, 0.03, 30.0) > 0 and close_pairs(kept, 0.03 - 1e-6, 30.0) == 0
+        assert (np.diff(kept[:, 0]) <= 0).all()
+        assert {r.tobytes() for r in kept} <= {r.tobytes() for r in raw}  # a subset of rows
+    count = {k: sum(len(rows) for rows in v) for k, v in found.items()}
+    assert count['off'] > count['on'] > count['far'] and count['on'] > count['wide'], count
