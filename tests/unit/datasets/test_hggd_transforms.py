@@ -199,9 +199,33 @@ def test_prepare_opens_the_store_once(synthetic_root, monkeypatch):
     """GraspNetDataset opens the store in the main process (before workers fork), once."""
     from mmgrasp.datasets import GraspNetDataset
     opened = []
-    monkeypatch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: opened.append(
+    monkeypatch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir, *options: opened.append(
         (reader.root, reader.camera, cache_dir)) or object())
     monkeypatch.setattr(hggd, '_stores', {})
     GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
     GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
     assert len(opened) == 1 and opened[0][1] == 'realsense'
+
+
+def test_the_records_are_the_per_image_grasp_store_and_its_options_apply(synthetic_root,
+                                                                          monkeypatch):
+    """With no stand-in: the store is built on first use (lazily, like the other derived
+    assets), each frame's record is its rows, and label_seed / apply_visibility reach it."""
+    from mmgrasp.datasets.layouts import open_reader
+    from mmgrasp.storage.labels.hggd_grasps import open_hggd_grasps
+    monkeypatch.setattr(hggd, '_stores', {})
+    reader = open_reader(synthetic_root)
+    depth = reader.load_depth(0, 1)
+    counts = {}
+    for options in ({}, dict(label_seed=1), dict(apply_visibility=True)):
+        transform = LoadHGGDGrasps(input_size=(160, 90), **options)
+        record = transform(dict(reader=reader, scene=0, frame=1, depth=depth,
+                                rng=np.random.default_rng(0)))['hggd_grasps']
+        want = open_hggd_grasps(reader, seed=options.get('label_seed', 0),
+                                apply_visibility=options.get('apply_visibility', False),
+                                build=False).frame(0, 1)
+        for name in GRASP_FIELDS:
+            np.testing.assert_array_equal(record[name], getattr(want, name))
+        counts[tuple(options)] = record
+    assert len(counts[()]['centers_2d']) > len(counts[('apply_visibility',)]['centers_2d'])
+    assert not np.array_equal(counts[()]['centers_2d'], counts[('label_seed',)]['centers_2d'])
