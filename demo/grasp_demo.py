@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""A picture of the grasps a detector predicts on one depth image.
+"""A picture of the grasps a detector predicts on one depth (or RGB-D) image.
 
     python demo/grasp_demo.py DEPTH.png (--intrinsics K.npy | --meta meta.mat) --config CONFIG \
         --checkpoint W (--mask MASK.png | --all-readings) [--factor-depth 1000] [--rgb RGB.png] \
@@ -24,6 +24,11 @@ grippers as thin GraspNet outlines coloured by score, with the score's legend. I
 offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
 ``--save-grasps`` also writes the (N, 17) GraspGroup array; ``--cfg-options`` overrides the
 config (e.g. the collision filter's ``model.test_cfg.collision_thresh``).
+
+An RGB-D model (HGGD: its test pipeline starts with ``LoadRGBDImage``) needs the colour image
+(``--rgb``, or the dataset frame's) and no workspace: it sees the whole image, as its reference
+does. A dataset frame gets the intrinsics and the draws tools/test.py gives it (HGGD's
+hard-coded intrinsics for GraspNet-1Billion's cameras).
 """
 import argparse
 import os
@@ -38,6 +43,7 @@ from mmgrasp.apis import GraspInferencer, read_depth
 from mmgrasp.evaluation.grasp_drawing import (back_project, depth_colours, draw_scene, side_view,
                                               top_grasps)
 from mmgrasp.datasets.layouts import open_reader
+from mmgrasp.datasets.transforms.hggd import reference_intrinsics
 from mmgrasp.storage.frames.store import frame_workspace
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
@@ -106,9 +112,10 @@ def _image(path: str, shape, what: str) -> np.ndarray:
     return image
 
 
-def dataset_frame(args: argparse.Namespace, cfg: Config) -> tuple:
-    """(depth, intrinsics, factor depth, workspace, RGB path or None) of ``--scene/--frame``:
-    the workspace by the dataset's rule with the margin of the config's ``LoadGraspScene``."""
+def dataset_frame(args: argparse.Namespace, cfg: Config, with_rgb: bool) -> tuple:
+    """(depth, intrinsics, factor depth, workspace, RGB path or None, frame id) of
+    ``--scene/--frame``: the workspace by the dataset's rule with the margin of the config's
+    ``LoadGraspScene`` (an RGB-D model: every reading, and the intrinsics it is tested with)."""
     if args.scene is None or args.frame is None or args.data_root is None:
         raise SystemExit('a dataset frame needs --data-root, --scene and --frame')
     given = [flag for name, flag in (('depth', 'DEPTH.png'), ('intrinsics', '--intrinsics'),
@@ -124,11 +131,14 @@ def dataset_frame(args: argparse.Namespace, cfg: Config) -> tuple:
         depth = reader.load_depth(args.scene, args.frame)
         meta = reader.load_meta(args.scene, args.frame)
         mask = (frame_workspace(reader, args.scene, args.frame, float(load.get('outlier', 0.02)))
-                if load.get('use_workspace', True) else depth > 0)
+                if load.get('use_workspace', True) and not with_rgb else depth > 0)
     except ValueError as err:  # DatasetFileError names the file; a bad frame its range
         raise SystemExit(str(err)) from None
     rgb = reader.frame_path(args.scene, 'rgb', args.frame)
-    return depth, meta.intrinsics, meta.factor_depth, mask, rgb if os.path.isfile(rgb) else None
+    intrinsics = (reference_intrinsics(reader.layout, reader.camera, meta.intrinsics)
+                  if with_rgb else meta.intrinsics)
+    return (depth, intrinsics, meta.factor_depth, mask, rgb if os.path.isfile(rgb) else None,
+            (args.scene, reader.camera, args.frame))
 
 
 def main(argv=None) -> int:
@@ -136,8 +146,11 @@ def main(argv=None) -> int:
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
+    with_rgb = cfg.test_dataloader.dataset.pipeline[0].get('type') == 'LoadRGBDImage'
+    frame_id = None
     if args.scene is not None or args.frame is not None:
-        depth, intrinsics, meta_factor, mask, frame_rgb = dataset_frame(args, cfg)
+        depth, intrinsics, meta_factor, mask, frame_rgb, frame_id = dataset_frame(args, cfg,
+                                                                                  with_rgb)
     else:
         if args.depth is None or not (args.intrinsics or args.meta):
             raise SystemExit('give DEPTH.png with --intrinsics K.npy or --meta meta.mat, or a '
@@ -147,7 +160,7 @@ def main(argv=None) -> int:
             intrinsics, meta_factor = read_meta(args.meta)
         else:
             intrinsics, meta_factor = np.load(args.intrinsics), 1000.0
-        if args.mask is None and not args.all_readings:
+        if args.mask is None and not args.all_readings and not with_rgb:
             raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings, or a '
                              "dataset frame's own: --data-root ROOT --scene S --frame F)")
         mask = depth > 0 if args.mask is None else _image(args.mask, depth.shape, 'mask') > 0
@@ -159,13 +172,20 @@ def main(argv=None) -> int:
         inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
     except CheckpointMismatchError as err:  # tools/test.py's strict-load message
         raise SystemExit(f'error: {err}') from None
-    grasps = inferencer(depth, intrinsics, factor_depth, mask)
+    colour = None
+    if args.rgb or frame_rgb:
+        colour = _image(args.rgb or frame_rgb, depth.shape, 'RGB image')
+        colour = cv2.cvtColor(colour[..., :3], cv2.COLOR_BGR2RGB)
+    if with_rgb:
+        if colour is None:
+            raise SystemExit('an RGB-D model (its test pipeline loads RGB-D images) needs the '
+                             'colour image: --rgb RGB.png')
+        grasps = inferencer(depth, intrinsics, factor_depth, rgb=colour, frame_id=frame_id)
+    else:
+        grasps = inferencer(depth, intrinsics, factor_depth, mask)
     if args.save_grasps:
         np.save(args.save_grasps, grasps)
-    rgb = None
-    if args.rgb or frame_rgb:
-        rgb = _image(args.rgb or frame_rgb, depth.shape, 'RGB image')
-        rgb = cv2.cvtColor(rgb[..., :3], cv2.COLOR_BGR2RGB).astype(np.float64) / 255
+    rgb = None if colour is None else colour.astype(np.float64) / 255
     shown = top_grasps(grasps, args.top_k)
     title = (f'top {len(shown)} of {len(grasps)} grasps, best score {grasps[0, 0]:.3f}'
              if len(grasps) else 'no grasp')

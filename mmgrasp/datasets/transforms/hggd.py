@@ -348,8 +348,8 @@ class PackHGGDInputs(PackGraspInputs):
             layout, results['camera'], results['intrinsics']))
         packed = super().transform(results)
         sample = packed['data_samples']
-        for name in ('hggd_grasps', 'hggd_rects'):
+        for name in ('hggd_grasps', 'hggd_rects'):  # copied: the store's slices are read-only
             if name in results:
-                sample.set_field({k: torch.from_numpy(np.ascontiguousarray(v))
+                sample.set_field({k: torch.from_numpy(np.array(v))
                                   for k, v in results[name].items()}, name, dtype=dict)
         return packed
