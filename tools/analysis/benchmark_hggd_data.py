@@ -86,7 +86,7 @@ def time_mmgrasp(root: str, prepared: dict, batch: int) -> dict:
     from mmgrasp.models.data_preprocessors import HGGDDataPreprocessor
     from mmgrasp.models.utils.live_bytes import LiveBytes
 
-    hggd.open_grasp_store = lambda reader, cache_dir: prepared['store']
+    hggd.open_grasp_store = lambda reader, *options: prepared['store']
     steps = [('read PNG files', prepared['inputs'].LoadRGBDFiles()),
              ('LoadHGGDGrasps', dict(type='LoadHGGDGrasps')),
              ('SampleDepthPixels', dict(type='SampleDepthPixels', num_points=25600)),

@@ -33,7 +33,7 @@ def store():
     """Records for the session frames: 400 rows a frame, none in scene 1 frame 2."""
     stores = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: stores.setdefault(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: stores.setdefault(
             reader.root, RecordStore(reader, 400, counts={(1, 2): 0})))
         patch.setattr(hggd, '_stores', {})
         yield stores
@@ -262,7 +262,7 @@ def test_one_object(synthetic_root):
         return {k: v[rows['object_ids'] == rows['object_ids'][0]] for k, v in rows.items()}
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: types.SimpleNamespace(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: types.SimpleNamespace(
             frame=lambda s, f: first_object(RecordStore(reader, 400).frame(s, f))))
         patch.setattr(hggd, '_stores', {})
         data = make_batch(synthetic_root, indices=(0,))
@@ -281,7 +281,7 @@ def test_graspclutter6d_frames(gc6d_root):
     (Azure Kinect: 10 000 a metre)."""
     with pytest.MonkeyPatch.context() as patch:
         stores = {}
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: stores.setdefault(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: stores.setdefault(
             reader.root, RecordStore(reader, 200)))
         patch.setattr(hggd, '_stores', {})
         dataset = GraspNetDataset(gc6d_root, camera='azure-kinect', pipeline=pipeline(), seed=1)
