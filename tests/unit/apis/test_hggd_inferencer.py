@@ -13,23 +13,15 @@ from mmgrasp.apis import GraspInferencer
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.transforms.hggd import REFERENCE_INTRINSICS
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')])}
+from _test_tool_dump import ENV, REPO, initial_weights_dump
 
 
 @pytest.fixture(scope='module')
 def hggd_files(synthetic_root, tmp_path_factory):
     """configs/hggd_demo.py at a 128 x 72 input (the session frames are 320 x 180), its test
     loader on the session frames, the initial weights (seed 0), and tools/test.py's dump."""
-    import torch
-    from mmengine.config import Config
-
-    from mmgrasp.apis import register_all_modules
-    from mmgrasp.registry import MODELS, build_in_scope
     tmp = tmp_path_factory.mktemp('hggd_inferencer')
-    config, checkpoint = str(tmp / 'small_hggd.py'), str(tmp / 'init.pth')
-    with open(config, 'w') as f:
-        f.write(f"""
+    return initial_weights_dump(tmp, 'small_hggd.py', f"""
 _base_ = ['{REPO}/configs/hggd_demo.py']
 model = dict(data_preprocessor=dict(input_size=(128, 72)), heat_threshold=0.0)
 test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
@@ -37,16 +29,6 @@ test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
         dict(type='LoadRGBDImage'), dict(type='SampleDepthPixels', num_points=1500),
         dict(type='PackHGGDInputs')]))
 """)
-    register_all_modules(False)
-    torch.manual_seed(0)
-    model = build_in_scope(MODELS, Config.fromfile(config).model)
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
-    dump = str(tmp / 'dump')
-    out = subprocess.run([sys.executable, 'tools/test.py', config, checkpoint, '--dump-only',
-                          '--dump', dump, '--work-dir', str(tmp / 'work')], cwd=REPO,
-                         capture_output=True, text=True, timeout=600, env=ENV)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    return config, checkpoint, dump
 
 
 def _frame(root, scene, index):

@@ -200,3 +200,32 @@ def test_test_time_nms_keeps_no_close_pair_and_its_options_apply(batch):
         assert {r.tobytes() for r in kept} <= {r.tobytes() for r in raw}  # a subset of rows
     count = {k: sum(len(rows) for rows in v) for k, v in found.items()}
     assert count['off'] > count['on'] > count['far'] and count['on'] > count['wide'], count
+
+
+def test_predicted_rotations_are_the_nearest_rotations(batch):
+    """The decode's R0 columns are orthogonal only to ~1e-4 (as the reference's); the rows the
+    model returns carry the nearest rotation (the evaluator refuses more than 1e-5 off)."""
+    from mmgrasp.models.detectors.hggd import nearest_rotations
+    inputs, samples = batch
+    torch.manual_seed(0)
+    model = small_hggd(test_cfg=dict(collision=False, nms=False)).eval()
+    with torch.no_grad():
+        rows = np.concatenate([r.pred_grasps.numpy() for r in model.predict(inputs, samples)])
+    r = rows[:, 4:13].reshape(-1, 3, 3).astype(np.float64)
+    np.testing.assert_allclose(r @ r.transpose(0, 2, 1), np.broadcast_to(np.eye(3), r.shape),
+                               atol=2e-6)
+    np.testing.assert_allclose(np.linalg.det(r), 1, atol=2e-6)
+    # against its definition: the closest rotation in Frobenius norm, checked on skewed input
+    rng = np.random.default_rng(0)
+    skewed = np.zeros((50, 17))
+    q = np.linalg.qr(rng.normal(size=(50, 3, 3)))[0]
+    q[np.linalg.det(q) < 0, :, 0] *= -1
+    skewed[:, 4:13] = (q + rng.normal(scale=1e-3, size=q.shape)).reshape(-1, 9)
+    fixed = nearest_rotations(skewed)[:, 4:13].reshape(-1, 3, 3)
+    np.testing.assert_allclose(fixed, q, atol=5e-3)
+    for trial in rng.normal(size=(20, 3, 3)) * 1e-3:  # no rotation nearby is closer
+        other = np.linalg.qr(fixed[0] + trial)[0]
+        other *= np.sign(np.diag(np.linalg.qr(fixed[0] + trial)[1]))[None]
+        if np.linalg.det(other) > 0:
+            assert np.linalg.norm(other - skewed[0, 4:13].reshape(3, 3)) >= np.linalg.norm(
+                fixed[0] - skewed[0, 4:13].reshape(3, 3)) - 1e-12
