@@ -253,6 +253,33 @@ def test_frame_store_equals_png_files(synthetic_root, store):
         assert torch.equal(files['targets'][name], frames['targets'][name])
 
 
+@pytest.mark.skipif('LoadRGBDImage' not in TRANSFORMS.module_dict,
+                    reason='LoadRGBDImage (the frame store\'s RGB-D images) is not on this branch')
+def test_frame_store_and_png_files_give_the_same_training_step(synthetic_root, store):
+    """Preprocessor, both networks, every loss and every gradient: equal, bit for bit, and
+    finite, whether the images come from the PNG files or from the frame store."""
+    from _hggd_inputs import small_hggd
+    size = (128, 72)  # an AnchorGraspNet size (the preprocessor tests' 160 x 90 is not)
+
+    def step(source):
+        dataset = GraspNetDataset(synthetic_root, seed=5, pipeline=[
+            dict(type='LoadRGBDImage', source=source),
+            dict(type='LoadHGGDGrasps', input_size=size),
+            dict(type='SampleDepthPixels', num_points=NUM_POINTS), dict(type='PackHGGDInputs')])
+        torch.manual_seed(0)
+        model = small_hggd(data_preprocessor=dict(type='HGGDDataPreprocessor', input_size=size))
+        data = model.data_preprocessor(pseudo_collate([dataset[(0, i)] for i in (0, 1)]), True)
+        losses = model.loss(data['inputs'], data['data_samples'])
+        sum(losses.values()).backward()
+        return losses, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    (files, files_grads), (frames, frames_grads) = step('files'), step('frames')
+    assert all(torch.isfinite(v) for v in files.values()) and files['loss_loc'] > 0
+    assert all(torch.equal(files[k], frames[k]) for k in files), (files, frames)
+    assert files_grads.keys() == frames_grads.keys() and len(files_grads) > 10
+    assert all(torch.equal(files_grads[n], frames_grads[n]) for n in files_grads)
+
+
 
 
 def test_one_object(synthetic_root):
