@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from mmgrasp.datasets import transforms  # noqa: F401 (registers them)
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from mmgrasp.registry import TRANSFORMS
 
