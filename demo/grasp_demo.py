@@ -147,6 +147,8 @@ def main(argv=None) -> int:
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     with_rgb = cfg.test_dataloader.dataset.pipeline[0].get('type') == 'LoadRGBDImage'
+    if with_rgb and (args.mask or args.all_readings):
+        raise SystemExit('an RGB-D model sees the whole image: drop --mask / --all-readings')
     frame_id = None
     if args.scene is not None or args.frame is not None:
         depth, intrinsics, meta_factor, mask, frame_rgb, frame_id = dataset_frame(args, cfg,

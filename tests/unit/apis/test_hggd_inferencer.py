@@ -86,3 +86,9 @@ def test_demo_runs_an_hggd_checkpoint(hggd_files, synthetic_root, tmp_path):
     assert os.path.getsize(out_png) > 0
     np.testing.assert_array_equal(
         np.load(grasps), np.load(os.path.join(dump, 'scene_0000', 'realsense', '0001.npy')))
+    refused = subprocess.run([sys.executable, 'demo/grasp_demo.py', '--config', config,
+                              '--checkpoint', checkpoint, '--data-root', synthetic_root,
+                              '--scene', '0', '--frame', '1', '--out', out_png,
+                              '--all-readings'], cwd=REPO, capture_output=True, text=True,
+                             timeout=600, env=ENV)
+    assert refused.returncode != 0 and 'sees the whole image' in refused.stderr
