@@ -33,6 +33,8 @@ train_cfg = dict(max_epochs=6)
 # epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has (why: gsnet_demo.py).
+env_cfg = dict(num_threads=1)
 # The synthetic test scenes (100 seen, 130 similar, 160 novel), evaluated as GraspNet-1Billion.
 test_dataloader = dict(dataset=dict(
     data_root=data_root, split='test',

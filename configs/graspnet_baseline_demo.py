@@ -18,3 +18,5 @@ train_cfg = dict(max_epochs=4)
 # epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has (why: gsnet_demo.py).
+env_cfg = dict(num_threads=1)

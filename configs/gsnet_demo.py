@@ -11,7 +11,8 @@ train_pipeline = [
     dict(type='LoadGraspScene', num_points=4000, with_graspness=True),
     dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
          collision='zero_scores', grids='deferred'),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988,
+         apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
 ]
 train_dataloader = dict(
@@ -33,6 +34,12 @@ train_cfg = dict(max_epochs=6)
 # epoch_0.pth: the untrained weights (same seed), the baseline the trained AP is compared with
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has: on the CPU the sums of a reduction or a convolution
+# follow the thread count, so the figures repeat to the bit only with the same thread count
+# (and torch build and kind of CPU). One thread gave the same figures on two kinds of EPYC where
+# two threads did not, and is the fastest on a loaded machine (docs/notes/benchmarks/demos.md,
+# "Demo figures across thread counts").
+env_cfg = dict(num_threads=1)
 # The synthetic test scenes (100 seen, 130 similar, 160 novel), evaluated as GraspNet-1Billion.
 test_dataloader = dict(dataset=dict(
     data_root=data_root, split='test',

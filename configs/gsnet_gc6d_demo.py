@@ -14,7 +14,8 @@ train_pipeline = [
     dict(type='LoadGraspScene', num_points=4000, with_graspness=True),
     dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
          collision='zero_scores', grids='deferred'),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988,
+         apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
 ]
 train_dataloader = dict(
@@ -30,6 +31,8 @@ optim_wrapper = dict(optimizer=dict(lr=3e-3))
 train_cfg = dict(max_epochs=6)
 custom_hooks = [dict(type='ConfigHashHook'), dict(type='InitialCheckpointHook')]
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has (why: gsnet_demo.py).
+env_cfg = dict(num_threads=1)
 test_dataloader = dict(dataset=dict(
     data_root=data_root, split='test',
     pipeline=[dict(type='LoadGraspScene', num_points=4000, with_masked_cloud=True),

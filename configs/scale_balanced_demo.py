@@ -21,3 +21,5 @@ custom_hooks = [dict(type='ConfigHashHook'),
                 dict(type='InitialCheckpointHook')]
 train_cfg = dict(max_epochs=4)
 default_hooks = dict(logger=dict(interval=4))
+# 1 torch thread whatever the machine has (why: gsnet_demo.py).
+env_cfg = dict(num_threads=1)

@@ -41,7 +41,8 @@ from mmgrasp.evaluation.graspnet_dump_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
 from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
-                          init_cpu_distributed, leave_distributed, register_all_modules)
+                          config_num_threads, init_cpu_distributed, leave_distributed,
+                          pinned_threads, register_all_modules)
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
@@ -158,12 +159,13 @@ def main(argv=None) -> dict:
     cfg.load_from = args.checkpoint
     cfg.resume = False
     init_cpu_distributed(args.launcher)
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.register_hook(CheckpointLoadHook(args.checkpoint, partial=False))
-    try:
-        metrics = runner.test()
-    except CheckpointMismatchError as err:
-        raise SystemExit(f'error: {err}') from None
+    with pinned_threads(config_num_threads(cfg, args.config)):  # env_cfg.num_threads
+        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+        runner.register_hook(CheckpointLoadHook(args.checkpoint, partial=False))
+        try:
+            metrics = runner.test()
+        except CheckpointMismatchError as err:
+            raise SystemExit(f'error: {err}') from None
     first_process = is_main_process()
     leave_distributed()
     if not first_process:

@@ -20,7 +20,8 @@ from mmengine.runner import Runner
 from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.registry import RUNNERS
 from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
-                          init_cpu_distributed, leave_distributed, register_all_modules)
+                          config_num_threads, init_cpu_distributed, leave_distributed,
+                          pinned_threads, register_all_modules)
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
@@ -89,12 +90,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     cfg = merge_args(Config.fromfile(args.config), args)
     init_cpu_distributed(args.launcher)
 
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    runner.register_hook(checkpoint_load_hook(cfg))
-    try:
-        runner.train()
-    except CheckpointMismatchError as err:
-        raise SystemExit(f'error: {err}') from None
+    # the config's torch thread count (env_cfg.num_threads), from the model's first draws on
+    with pinned_threads(config_num_threads(cfg, args.config)):
+        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+        runner.register_hook(checkpoint_load_hook(cfg))
+        try:
+            runner.train()
+        except CheckpointMismatchError as err:
+            raise SystemExit(f'error: {err}') from None
     leave_distributed()
 
 

@@ -3,7 +3,8 @@ import argparse
 import os
 import os.path as osp
 import subprocess
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -21,7 +22,8 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
     config file, then ``./work_dirs/<config stem>``. A config holding a secret-looking option is
     refused before anything logs it, and so is an option that would change nothing (a key
     nothing reads, an option a class does not take, an evaluator camera that is not the
-    dataset's: :mod:`.config_check`)."""
+    dataset's: :mod:`.config_check`), and so is a thread count that is not one
+    (:func:`config_num_threads`; the tools run under :func:`pinned_threads`)."""
     file_cfg = cfg.to_dict()
     if cfg_options is not None:
         cfg.merge_from_dict(cfg_options)
@@ -36,7 +38,41 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
                          'credentials come from the environment or the storage library\'s own '
                          'configuration (see mmgrasp.storage.secrets)')
     check_config(cfg, config_path, file_cfg, {k.split('.')[0] for k in cfg_options or {}})
+    config_num_threads(cfg, config_path)  # refused now, applied by the tools' pinned_threads
     return cfg
+
+
+def config_num_threads(cfg: Config, config_path: str) -> Optional[int]:
+    """The config's ``env_cfg.num_threads`` (None: torch's default, one per core); SystemExit
+    naming the key for anything but a positive integer.
+
+    On the CPU a result depends on the thread count: a reduction, a matrix product or a
+    convolution split over another number of threads adds in another order, and the rounding
+    differs; over a training it grows into another loss and AP. Pinned, a run repeats bit for
+    bit with the same torch build on the same kind of CPU (its instruction set picks oneDNN's
+    and MKL's kernels). Loader workers run one thread each whatever this says (PyTorch sets
+    them so)."""
+    threads = (cfg.get('env_cfg') or {}).get('num_threads')
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SystemExit(f'{config_path}: env_cfg.num_threads={threads!r}: expected a positive '
+                         'integer (torch threads per process), or leave it out for one per core')
+    return threads
+
+
+@contextmanager
+def pinned_threads(threads: Optional[int]) -> Iterator[None]:
+    """Run the block with torch's intra-op thread count set to ``threads`` (None: unchanged),
+    and restore the caller's count after it (a tool's ``main`` or the inferencer may run inside
+    another program, a test session among them)."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def add_launcher_args(parser: argparse.ArgumentParser) -> None:

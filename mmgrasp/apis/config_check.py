@@ -32,10 +32,11 @@ def _registries() -> list:
             if name.isupper() and hasattr(getattr(registry, name), 'get')]
 
 
-def _accepted(obj) -> Optional[Set[str]]:
-    """Keyword names ``obj`` (a class or a function) takes; None when it takes any (``**kwargs``
-    reaching a base that takes any, or a signature that cannot be read)."""
-    names: Set[str] = set()
+def _parameters(obj) -> Optional[Dict[str, inspect.Parameter]]:
+    """The keyword parameters ``obj`` (a class or a function) takes, by name; None when it
+    takes any (``**kwargs`` reaching a base that takes any, or a signature that cannot be
+    read)."""
+    found: Dict[str, inspect.Parameter] = {}
     owners = [c for c in obj.__mro__ if '__init__' in c.__dict__] if inspect.isclass(obj) \
         else [obj]
     for owner in owners:
@@ -46,10 +47,20 @@ def _accepted(obj) -> Optional[Set[str]]:
                                        ).parameters.values()
         except (TypeError, ValueError):
             return None
-        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        for p in params:
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != 'self':
+                found.setdefault(p.name, p)
         if not any(p.kind == p.VAR_KEYWORD for p in params):
-            return names - {'self'}
+            return found
     return None
+
+
+def _takes_a_number(param: inspect.Parameter) -> bool:
+    """The parameter's default or annotation is a number (int or float, not bool)."""
+    default, note = param.default, param.annotation
+    if isinstance(default, (int, float)) and not isinstance(default, bool):
+        return True
+    return note in (int, float, 'int', 'float')
 
 
 def _lookup(type_name: str) -> list:
@@ -134,22 +145,34 @@ def check_top_level(cfg: Config, config_path: str, file_cfg: dict, cli_keys: Set
 
 def check_typed_dicts(cfg: Config, config_path: str) -> None:
     """Refuse an option a registered class does not take, naming its dotted key, the class and
-    the names it accepts (instead of a TypeError once the Runner has printed the config)."""
+    the names it accepts, and a string given where the class takes a number (instead of a
+    TypeError once the Runner has printed the config, or a comparison of a string with a
+    number deep inside a forward pass)."""
     for path, node in _typed_dicts(cfg.to_dict(), ''):
         candidates = _lookup(node['type'])
         if not candidates:
             continue  # the builder names an unknown type itself
-        accepted = [_accepted(c) for c in candidates]
+        accepted = [_parameters(c) for c in candidates]
         if any(a is None for a in accepted):
             continue
         allowed = set().union(*accepted)
         unknown = [k for k in node if k not in BUILDER_KEYS and k not in allowed]
+        cls = candidates[0]
         if unknown:
-            key, cls = unknown[0], candidates[0]
+            key = unknown[0]
             raise SystemExit(
                 f'{config_path}: {path}.{key}: {node["type"]} ({cls.__module__}) takes no '
                 f'option {key!r}{_did_you_mean(key, allowed)} It takes: '
-                f'{", ".join(sorted(allowed - {"self"}))}')
+                f'{", ".join(sorted(allowed))}')
+        for key, value in node.items():
+            numeric = [a[key] for a in accepted if key in a and _takes_a_number(a[key])]
+            if isinstance(value, str) and numeric and len(numeric) == len(candidates):
+                default = numeric[0].default
+                raise SystemExit(
+                    f'{config_path}: {path}.{key}={value!r}: {node["type"]} ({cls.__module__}) '
+                    f'takes a number for {key!r}' + (
+                        f' (default {default!r})' if default is not inspect.Parameter.empty
+                        else '') + ', got a string: write it without quotes')
 
 
 def _camera(name):

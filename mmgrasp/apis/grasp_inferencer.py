@@ -1,5 +1,6 @@
 """GraspInferencer: a trained detector on depth images, as mmdet's DetInferencer is on images."""
 import copy
+import os
 import warnings
 from typing import List, Optional, Sequence, Union
 
@@ -17,26 +18,57 @@ from mmgrasp.storage.frames.store import workspace_image
 from mmgrasp.utils.checkpoint_keys import check_checkpoint
 from mmgrasp.utils.random import frame_rng, image_rng
 
+from .cli import config_num_threads, pinned_threads
+from .config_check import check_config
 from .setup_env import register_all_modules
 
 DepthInput = Union[np.ndarray, str]
 
 
+def _depth_fix(image: np.ndarray) -> str:
+    """How to turn ``image`` (not uint16) into raw uint16 depth, from its dtype and values."""
+    if image.dtype == np.uint8:
+        what = 'a colour image' if image.ndim == 3 else 'an 8-bit image (a depth visualisation?)'
+        return (f'it holds uint8 values: {what}, not raw depth; give the 16-bit depth PNG '
+                f'(millimetres, factor_depth 1000, on GraspNet-1Billion and RealSense)')
+    valid = image[np.isfinite(image) & (image > 0)] if image.dtype.kind == 'f' else image[image > 0]
+    if not valid.size:
+        return 'it holds no positive reading'
+    lo, hi = float(valid.min()), float(valid.max())
+    if image.dtype.kind == 'f' and hi < 20:  # no camera of the datasets sees 20 m
+        return (f'it holds {image.dtype} values {lo:.3g}..{hi:.3g}, metres by the look of them: '
+                f'save (d * 1000).astype(np.uint16) and use factor_depth 1000')
+    return (f'it holds {image.dtype} values {lo:.4g}..{hi:.4g}: save them as raw units, '
+            f'np.round(d).astype(np.uint16) if they fit (< 65536), and give factor_depth as '
+            f'units per metre (1000 for millimetres)')
+
+
 def read_depth(depth: DepthInput) -> np.ndarray:
-    """A (H, W) uint16 depth image, given as the array or the path of a 16-bit PNG."""
+    """A (H, W) uint16 depth image, given as the array or the path of a 16-bit PNG (or a
+    ``.npy`` array). Anything else is refused with one line naming the file, what is wrong
+    and the fix (float metres, an 8-bit or colour image, a file that is not an image)."""
     if isinstance(depth, str):
-        image = cv2.imread(depth, cv2.IMREAD_UNCHANGED)
-        if image is None:
-            raise FileNotFoundError(f'{depth}: cannot read the depth image')
         where = depth
+        if not os.path.isfile(depth):
+            raise FileNotFoundError(f'{depth}: no such depth image')
+        if depth.endswith('.npy'):
+            try:
+                image = np.load(depth, allow_pickle=False)
+            except (OSError, ValueError) as err:
+                raise ValueError(f'{depth}: cannot read the .npy array ({err})') from None
+        else:
+            image = cv2.imread(depth, cv2.IMREAD_UNCHANGED)
+            if image is None:
+                raise ValueError(f'{depth}: cannot decode it as an image; the depth is a 16-bit '
+                                 f'PNG (or a .npy array) of raw readings, metres × factor_depth')
     else:
         image, where = depth, 'depth'
     if not isinstance(image, np.ndarray):
         raise TypeError(f'{where}: expected a numpy array or a PNG path, '
                         f'got {type(image).__name__}')
     if image.dtype != np.uint16:
-        raise TypeError(f'{where}: depth must be uint16 (raw sensor units, metres × '
-                        f'factor_depth), got {image.dtype}')
+        raise TypeError(f'{where}: depth must be uint16 raw readings (metres × factor_depth), '
+                        f'but {_depth_fix(image)}')
     if image.ndim != 2 or min(image.shape) == 0:
         raise ValueError(f'{where}: depth must be (H, W), got shape {image.shape}')
     return image
@@ -104,6 +136,12 @@ class GraspInferencer:
     (seed, scene, camera, frame) with a ``frame_id`` (as tools/test.py's), else from the
     image's place in the call.
 
+    The config is checked as tools/train.py checks it (options nothing reads or a class does
+    not take, a string where a number goes: SystemExit naming the key), and its
+    ``env_cfg.num_threads``, when set, is torch's thread count while the model predicts (the
+    caller's count is restored after), as in tools/test.py: on the CPU the predictions follow
+    the thread count.
+
     Args:
         config: config path or :class:`Config`.
         checkpoint: weights; None keeps the initial weights (with a warning).
@@ -120,6 +158,9 @@ class GraspInferencer:
                  max_depth: float = 3.0) -> None:
         register_all_modules(False)
         cfg = Config.fromfile(config) if isinstance(config, str) else copy.deepcopy(config)
+        source = config if isinstance(config, str) else 'the config'
+        check_config(cfg, source, cfg.to_dict(), set())  # tools/train.py's check
+        self.num_threads = config_num_threads(cfg, source)  # tools/test.py's, while predicting
         if batch_size < 1:
             raise ValueError(f'batch_size must be positive, got {batch_size}')
         if not max_depth > 0:
@@ -290,7 +331,7 @@ class GraspInferencer:
             data = pseudo_collate([self._sample(
                 i, depths[i], ks[i], factor_depth, None if self.with_rgb else masks[i],
                 frame_ids[i], rgbs[i]) for i in chunk])
-            with torch.no_grad():
+            with torch.no_grad(), pinned_threads(self.num_threads):
                 samples = self.model.test_step(data)
             for sample in samples:
                 rows = sample.pred_grasps.detach().cpu().numpy().astype(np.float32)

@@ -30,7 +30,7 @@ import numpy as np
 
 from mmgrasp.storage.source import DatasetFileError
 from .graspnet_reader import (DerivedLabelFiles, FrameMeta, NpzArchive, ObjectPoses, check_array,
-                              grasp_label_arrays, require_file)
+                              grasp_label_arrays, read_rgb_png, require_file)
 
 CAMERA_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
 CAMERA_ALIASES = {'realsense': 'realsense-d435', 'kinect': 'azure-kinect'}
@@ -104,6 +104,7 @@ class GraspClutter6DReader(DerivedLabelFiles):
         self._metas: Dict[int, List[FrameMeta]] = {}
         self._instances: Dict[int, tuple] = {}
         self._collision_counts: Dict[int, Optional[int]] = {}
+        self._frame_counts: Dict[int, int] = {}
 
     # ---------------------------------------------------------------- paths
     @staticmethod
@@ -214,8 +215,17 @@ class GraspClutter6DReader(DerivedLabelFiles):
         return self._scene_camera[scene]
 
     def num_frames(self, scene: int) -> int:
-        """Annotations of the reader's camera in ``scene_camera.json`` (0..F-1, contiguous: a
-        missing image followed by a present one is an error naming the file and the image)."""
+        """Annotations of the reader's camera, 0..F-1, the same in every per-image file of the
+        layout: ``scene_camera.json``, ``scene_gt.json`` and the ``depth``, ``label`` and
+        ``rgb`` PNGs (the per-instance masks are named when a frame reads them). A missing
+        image followed by a present one, or an image one of them holds and another lacks (a
+        last annotation missing from ``scene_camera.json`` would otherwise drop its frame
+        silently), is an error naming the file and the image."""
+        if scene not in self._frame_counts:
+            self._frame_counts[scene] = self._count_frames(scene)
+        return self._frame_counts[scene]
+
+    def _count_frames(self, scene: int) -> int:
         entries = self._camera_entries(scene)
         count = 0
         while count < NUM_ANNOTATIONS and str(image_id(count, self.camera)) in entries:
@@ -233,7 +243,35 @@ class GraspClutter6DReader(DerivedLabelFiles):
                 f'annotation {count}) while annotation {later[0]}\'s image '
                 f'{image_id(later[0], self.camera)} is there: a camera\'s images must be '
                 f'annotations 0..F-1 without a gap')
+        self._check_images_agree(scene, count)
         return count
+
+    def _check_images_agree(self, scene: int, count: int) -> None:
+        """Every per-image file holds annotations 0..count-1 of the camera and no other."""
+        gt_path = self.frame_path(scene, 'meta', 0)
+        gt = _load_json(gt_path)
+        for annotation in range(NUM_ANNOTATIONS):
+            image = image_id(annotation, self.camera)
+            listed = annotation < count
+            held = [(gt_path, str(image) in gt)] + [
+                (self.frame_path(scene, kind, annotation),
+                 os.path.isfile(self.frame_path(scene, kind, annotation)))
+                for kind in ('depth', 'label', 'rgb')]
+            for path, has in held:
+                if has == listed:
+                    continue
+                if listed:
+                    what = 'no entry for' if path == gt_path else 'no file for'
+                    raise DatasetFileError(
+                        path, f'{what} image {image} (camera {self.camera}, annotation '
+                              f'{annotation}) while {self.scene_camera_path(scene)} lists it: '
+                              f'every per-image file of a scene must hold the same images')
+                raise DatasetFileError(
+                    self.scene_camera_path(scene),
+                    f'no entry for image {image} (camera {self.camera}, annotation '
+                    f'{annotation}) while {path} holds it: every per-image file of a scene must '
+                    f'hold the same images (restore the entry, or remove the image everywhere '
+                    f'to end the scene at annotation {count - 1})')
 
     def _check_frame(self, scene: int, frame: int) -> None:
         n = self.num_frames(scene)
@@ -373,6 +411,11 @@ class GraspClutter6DReader(DerivedLabelFiles):
         self._check_frame(scene, frame)
         label = self._load_png(self.frame_path(scene, 'label', frame), 3)
         return np.ascontiguousarray(label[..., 0])
+
+    def load_rgb(self, scene: int, frame: int) -> np.ndarray:
+        """(H, W, 3) uint8 colour image of the frame's image id, RGB order."""
+        self._check_frame(scene, frame)
+        return read_rgb_png(self.frame_path(scene, 'rgb', frame))
 
     def visibility(self, scene: int, frame: int) -> np.ndarray:
         """(M,) visible share of each instance: pixel sum of ``mask_visib`` over that of

@@ -1,4 +1,5 @@
 """GraspNet-1Billion frames as an mmengine dataset with per-sample random streams."""
+import inspect
 import operator
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -81,8 +82,15 @@ class GraspNetDataset(BaseDataset):
         if self.reader.layout == 'graspclutter6d':
             self._metainfo['dataset_name'] = 'GraspClutter6D'
         for transform in self.pipeline.transforms:
-            if hasattr(transform, 'prepare'):  # e.g. build the label store before workers fork
-                transform.prepare(self.data_root, self.camera)
+            prepare = getattr(transform, 'prepare', None)
+            if prepare is None:
+                continue
+            # stores are built here, in the main process, before loader workers fork; a
+            # transform whose store depends on the reader's folders is handed the reader itself
+            if 'reader' in inspect.signature(prepare).parameters:
+                prepare(self.data_root, self.camera, reader=self.reader)
+            else:
+                prepare(self.data_root, self.camera)
 
     def _scene_ids(self) -> List[int]:
         present = self.reader.scene_ids(self.split)

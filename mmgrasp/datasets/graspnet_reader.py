@@ -78,6 +78,19 @@ def check_array(path: str, key: str, array: np.ndarray, ndim: int,
     return array
 
 
+def read_rgb_png(path: str) -> np.ndarray:
+    """(H, W, 3) uint8 image in RGB order from an 8-bit colour PNG (OpenCV decodes BGR; an
+    alpha channel is dropped), or an error naming the file."""
+    require_file(path)
+    image = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise DatasetFileError(path, 'cannot decode PNG')
+    if image.ndim != 3 or image.shape[2] not in (3, 4) or image.dtype != np.uint8:
+        raise DatasetFileError(path, f'expected an 8-bit colour image (3 or 4 channels), got '
+                                     f'{image.dtype} of shape {image.shape}')
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB if image.shape[2] == 3 else cv2.COLOR_BGRA2RGB)
+
+
 def _load_npy(path: str) -> np.ndarray:
     require_file(path)
     try:
@@ -421,6 +434,11 @@ class GraspNetReader(DerivedLabelFiles):
         """(H, W) segmentation: 0 background, k = object id + 1."""
         self._check_frame(scene, frame)
         return self._load_png(self.frame_path(scene, 'label', frame))
+
+    def load_rgb(self, scene: int, frame: int) -> np.ndarray:
+        """(H, W, 3) uint8 colour image, RGB order."""
+        self._check_frame(scene, frame)
+        return read_rgb_png(self.frame_path(scene, 'rgb', frame))
 
     # ---------------------------------------------------------------- labels
     def open_grasp_label(self, obj: int) -> NpzArchive:

@@ -11,7 +11,9 @@ Prints AP, AP0.8 and AP0.4 (percent) over all frames and per split (``--scale-ap
 Scale-Balanced-Grasp's AP by grasp width); ``--json`` writes them too. Per-scene results are
 kept in ``DUMP/eval_<camera>/``, so an interrupted run resumes. A split whose scenes are not
 all on disk, or a frame stride / list, is evaluated and labelled "sampled: N of M frames, not
-comparable with published AP" (a warning; ``--require-complete`` makes it an error).
+comparable with published AP" (a warning; ``--require-complete`` makes it an error). A frame
+without a dump file stops the run naming the file, on either dataset; ``--missing-dumps zero``
+scores such frames 0 as graspclutter6dAPI does, and the table and the JSON say how many.
 ``--diagnose DIR`` writes per-grasp tables, plots and PLY scenes (:mod:`.diagnostics`).
 """
 import argparse
@@ -19,9 +21,10 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from .coverage import IncompleteEvaluation, check_coverage, coverage, split_names
-from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, evaluate_dump, evaluate_sizes,
-                            scene_frames, summarize, write_json)
+from .coverage import (MISSING_DUMPS, IncompleteEvaluation, check_coverage, coverage,
+                       missing_dumps, split_names)
+from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, dump_path, evaluate_dump,
+                                 evaluate_sizes, scene_frames, summarize, write_json)
 from .report import results_table
 
 SPLIT_CHOICES = ('seen', 'similar', 'novel', 'all', 'test')
@@ -47,6 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="these frames of each scene (labelled 'sampled')")
     p.add_argument('--require-complete', action='store_true',
                    help='fail unless every frame of every scene of the split is evaluated')
+    p.add_argument('--missing-dumps', choices=MISSING_DUMPS, default='error',
+                   help="a frame without a dump file: stop naming it (default), or score it 0 "
+                        "as graspclutter6dAPI's eval_scene does (the table says how many)")
     p.add_argument('--scale-ap', action='store_true',
                    help="also the AP by grasp width (Scale-Balanced-Grasp's evaluate_scale.py)")
     p.add_argument('--diagnose', metavar='DIR',
@@ -88,6 +94,13 @@ def present_scenes(root: str, camera: str, split: str) -> List[int]:
                                           'annotations'))]
 
 
+def _report_missing(missing: Optional[dict], settings: dict) -> None:
+    """``--missing-dumps zero``: a settings row and a warning saying how many frames scored 0."""
+    if missing is not None:
+        settings['missing dumps'] = missing['label']
+        print(f'warning: mmgrasp-eval: {missing["label"]}', file=sys.stderr)
+
+
 def main_gc6d(args: argparse.Namespace) -> dict:
     """GraspClutter6D's AP of a dump folder (``%06d/<camera>/%06d.npy``), the rules of
     :mod:`.graspclutter6d_dump_eval`, over the frames asked for (annotation indices 0..12), labelled
@@ -117,18 +130,23 @@ def main_gc6d(args: argparse.Namespace) -> dict:
             if args.require_complete:
                 raise IncompleteEvaluation(f'{cov["label"]} ({cov["details"]})')
             print(f'warning: mmgrasp-eval: {cov["label"]} ({cov["details"]})', file=sys.stderr)
+        missing = missing_dumps(
+            run, lambda s, f: gc6d.dump_path(args.dump, s, reader.camera, reader.image_id(f)),
+            args.missing_dumps, f'GraspClutter6D\'s {args.dump}/%06d/{reader.camera}/%06d.npy '
+                                f'(scene, image id)')
         accuracy = gc6d.evaluate_dump(args.data_root, args.dump, reader.camera, scenes,
-                                      args.nproc)
+                                      args.nproc, frames=run, missing_dumps=args.missing_dumps)
     except (EvaluationError, FileNotFoundError, IncompleteEvaluation, ValueError) as err:
         sys.exit(f'mmgrasp-eval: {err}')
-    figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})
+    figures = gc6d.summarize(accuracy)
     settings = dict(camera=reader.camera, evaluator=gc6d.EVALUATOR_VERSION)
+    _report_missing(missing, settings)
     print()
     print(results_table(figures, settings, cov))
     if args.json:
         write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
                                    test_split=cov['complete'], coverage=cov,
-                                   dump_dir=args.dump))
+                                   missing_dumps=missing, dump_dir=args.dump))
     return figures
 
 
@@ -155,8 +173,14 @@ def main(argv=None) -> dict:
         message = check_coverage(cov, args.require_complete, 'mmgrasp-eval')
         if message:
             print(f'warning: {message}', file=sys.stderr)
+        missing = missing_dumps(
+            frames, lambda s, f: dump_path(args.dump, s, args.camera, f), args.missing_dumps,
+            f'GraspNet-1Billion\'s {args.dump}/scene_%04d/{args.camera}/%04d.npy')
+        if missing is not None and args.diagnose:
+            raise FileNotFoundError(f'--diagnose needs a dump for every frame: {missing["label"]}')
         options = dict(results_dir=f'{args.dump}/eval_{args.camera}', nproc=args.nproc,
-                       frame_timeout=args.frame_timeout, progress=not args.no_progress)
+                       frame_timeout=args.frame_timeout, progress=not args.no_progress,
+                       missing_dumps=args.missing_dumps)
         if args.diagnose:
             from .diagnostics import diagnose_dump
             accuracy = diagnose_dump(args.data_root, args.dump, args.camera, scenes,
@@ -171,13 +195,14 @@ def main(argv=None) -> dict:
     except (EvaluationError, FileNotFoundError, IncompleteEvaluation) as err:
         sys.exit(f'mmgrasp-eval: {err}')
     settings = dict(camera=args.camera, evaluator=EVALUATOR_VERSION)
+    _report_missing(missing, settings)
     print()
     print(results_table(figures, settings, cov))
     if args.diagnose:
         print(f'diagnostics: {args.diagnose}')
     if args.json:
         write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
-                                   coverage=cov, dump_dir=args.dump))
+                                   coverage=cov, missing_dumps=missing, dump_dir=args.dump))
     return figures
 
 

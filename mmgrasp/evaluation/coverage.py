@@ -8,7 +8,8 @@ the visualisation backends carry :func:`coverage`'s label, the caller warns
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence
+import os
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 FRAMES_PER_SCENE = 256
 TEST_SPLITS = {'seen': range(100, 130), 'similar': range(130, 160), 'novel': range(160, 190)}
@@ -96,6 +97,41 @@ def check_coverage(cov: dict, require_complete: bool, what: str = 'evaluation') 
     if require_complete:
         raise IncompleteEvaluation(message + '; require_complete is set')
     return message
+
+
+#: What a frame without a dump file does: stop the evaluation naming the file ('error',
+#: graspnetAPI's behaviour: it cannot load the file), or score 0 ('zero', graspclutter6dAPI's
+#: ``eval_scene``, which skips it and leaves its accuracy at zero).
+MISSING_DUMPS = ('error', 'zero')
+
+
+def missing_dumps(frames: Dict[int, Sequence[int]], path_of: Callable[[int, int], str],
+                  rule: str = 'error', layout: str = '') -> Optional[dict]:
+    """The frames of ``frames`` ({scene: frames}) whose dump ``path_of(scene, frame)`` is not
+    a file, checked before anything is evaluated.
+
+    ``rule`` 'error' raises FileNotFoundError naming the first missing file, how many are
+    missing and the fix (``layout``: the dump naming expected, so that a folder written in
+    the other dataset's naming is recognised); 'zero' returns None when none is missing, else
+    dict(rule, count, frames={scene: frames}, label) for the table and the JSON: those frames
+    score 0 and the figures say so."""
+    if rule not in MISSING_DUMPS:
+        raise ValueError(f'missing_dumps={rule!r}: expected one of {MISSING_DUMPS}')
+    missing = {s: [f for f in fs if not os.path.isfile(path_of(s, f))] for s, fs in frames.items()}
+    missing = {s: fs for s, fs in missing.items() if fs}
+    count, total = sum(map(len, missing.values())), sum(len(fs) for fs in frames.values())
+    if not count:
+        return None
+    where = '; '.join(f'scene {s}: frames {describe_frames(fs)}' for s, fs in missing.items())
+    if rule == 'error':
+        first = next(iter(missing))
+        raise FileNotFoundError(
+            f'{path_of(first, missing[first][0])}: no dump for this frame ({count} of {total} '
+            f'frames have none: {where}). Dumps are {layout or "named by scene and frame"}: '
+            f'check the folder, its naming and the camera, or pass --missing-dumps zero '
+            f'(missing_dumps=\'zero\') to score them 0 as graspclutter6dAPI does')
+    return dict(rule=rule, count=count, frames={str(s): fs for s, fs in missing.items()},
+                label=f'{count} of {total} frames had no dump and scored 0 ({where})')
 
 
 def _scene_list(scenes: Sequence[int]) -> str:

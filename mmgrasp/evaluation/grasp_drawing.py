@@ -99,11 +99,13 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
                point_colours: Optional[np.ndarray] = None, point_size: float = 4.0,
                score_range: Optional[tuple] = None,
                grasp_colours: Optional[np.ndarray] = None,
-               legend: Optional[Sequence[Tuple[str, tuple]]] = None) -> None:
+               legend: Optional[Sequence[Tuple[str, tuple]]] = None,
+               score_label: str = 'grasp score') -> None:
     """Write a PNG of the image's size times ``scale``: the image, then ``points`` (camera
     frame) coloured by ``point_values`` (or RGB ``point_colours``), ``markers`` (camera frame,
     black rings), and the grippers of ``grasps`` (GraspGroup rows) as thin outlines coloured by
-    score (``score_range``, default the drawn scores' range) with a "grasp score" legend, the
+    score (``score_range``, default the drawn scores' range) with a legend titled
+    ``score_label`` (what the method's score is: the detectors' ``score_label``), the
     best drawn last (on top). ``grasp_colours`` ((N, 3) RGB in [0, 1], one per grasp, drawn
     in the given order) colours the grippers instead, with ``legend`` ((name, colour) pairs)
     in place of the score bar."""
@@ -150,7 +152,7 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.0))
         bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=SCORE_CMAP), ax=ax,
                            fraction=0.03, pad=0.01)
-        bar.set_label('grasp score', fontsize=7)
+        bar.set_label(score_label, fontsize=7)
         bar.ax.tick_params(labelsize=6)
         bar.ax.set_position((0.86, 0.1, 0.015, 0.8))
         bar.ax.set_zorder(2)  # over a white panel that keeps its labels readable on any image

@@ -10,8 +10,10 @@ What differs from GraspNet-1Billion's protocol (graspclutter6dAPI ``graspclutter
 - no table points in the collision check (``eval_scene`` passes none to ``eval_grasp``);
 - models and dex-net SDFs of annotation 0's ``scene_gt`` instances (duplicates included, in
   order), poses per frame from ``scene_gt.json`` in float64;
-- 13 annotations a scene and camera, a missing dump scoring zeros; dumps
-  ``DUMP/%06d/<camera>/%06d.npy`` (scene id, real camera name, image id);
+- 13 annotations a scene and camera, a missing dump scoring zeros (here only with
+  ``missing_dumps='zero'``; by default a missing dump is an error naming the file, as on
+  GraspNet-1Billion); dumps ``DUMP/%06d/<camera>/%06d.npy`` (scene id, real camera name,
+  image id);
 - AP over ``split_info/grasp_test_scene_ids.json``.
 
 The API's other collision path (``collision_detection_per_object_optimized``, torch) adds an
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -107,22 +109,27 @@ def evaluate_gc6d_frame(grasps: np.ndarray, inputs: GC6DSceneInputs, frame: int,
 
 
 def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int,
+                   frames: Optional[Sequence[int]] = None, missing_dumps: str = 'error',
                    sdf_sample_seed: Optional[int] = None, details: Optional[dict] = None
                    ) -> np.ndarray:
-    """(13, 50, 6) accuracy of one scene; annotations without a dump score zeros (as
-    ``eval_scene``). With ``details``, per frame (image id) the kept grasps, their scores and
-    collision masks are stored under ``grasps_/scores_/collision_%06d_%06d`` (scene, image)."""
+    """(len(frames), 50, 6) accuracy of one scene's ``frames`` (annotation indices; default
+    every annotation of the camera). A frame without a dump is an error, or scores zeros with
+    ``missing_dumps='zero'`` (``eval_scene``'s rule). With ``details``, per frame (image id)
+    the kept grasps, their scores and collision masks are stored under
+    ``grasps_/scores_/collision_%06d_%06d`` (scene, image)."""
     frame = 0
     try:
         inputs = GC6DSceneInputs(root, camera, scene, sdf_sample_seed)
-        out = np.zeros((NUM_ANNOTATIONS, TOP_K, len(EVAL_FRICTION_COEFFICIENTS)))
-        for frame in range(NUM_ANNOTATIONS):
+        if frames is None:
+            frames = range(inputs.reader.num_frames(scene))
+        out = np.zeros((len(frames), TOP_K, len(EVAL_FRICTION_COEFFICIENTS)))
+        for n, frame in enumerate(frames):
             image = inputs.reader.image_id(frame)
             path = dump_path(dump_dir, scene, inputs.reader.camera, image)
-            if not os.path.isfile(path):
+            if missing_dumps == 'zero' and not os.path.isfile(path):
                 continue
             result = evaluate_gc6d_frame(load_dump(path), inputs, frame)
-            out[frame] = result['accuracy']
+            out[n] = result['accuracy']
             if details is not None:
                 key = f'{scene:06d}_{image:06d}'
                 for name in ('grasps', 'scores', 'collision'):
@@ -134,16 +141,21 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int,
 
 
 def _scene_job(args):
-    return evaluate_scene(*args)
+    root, dump_dir, camera, scene, frames, missing, seed = args
+    return evaluate_scene(root, dump_dir, camera, scene, frames, missing, seed)
 
 
 def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Optional[Iterable[int]] = None,
-                  nproc: int = 1, sdf_sample_seed: Optional[int] = None) -> Dict[int, np.ndarray]:
-    """{scene: (13, 50, 6) accuracy} for ``scenes`` (default: the test split's,
-    ``grasp_test_scene_ids.json``), scenes in ``nproc`` processes."""
+                  nproc: int = 1, sdf_sample_seed: Optional[int] = None,
+                  frames: Optional[Dict[int, Sequence[int]]] = None,
+                  missing_dumps: str = 'error') -> Dict[int, np.ndarray]:
+    """{scene: (frames, 50, 6) accuracy} for ``scenes`` (default: the test split's,
+    ``grasp_test_scene_ids.json``) and their ``frames`` (default: every annotation), scenes in
+    ``nproc`` processes; a missing dump as :func:`evaluate_scene` says."""
     reader = GraspClutter6DReader(root, camera)
     scenes = reader.scene_ids('test') if scenes is None else [int(s) for s in scenes]
-    jobs = [(root, dump_dir, reader.camera, s, sdf_sample_seed) for s in scenes]
+    jobs = [(root, dump_dir, reader.camera, s, None if frames is None else list(frames[s]),
+             missing_dumps, sdf_sample_seed) for s in scenes]
     if nproc <= 1 or len(jobs) <= 1:
         results = [_scene_job(j) for j in jobs]
     else:

@@ -132,10 +132,13 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
                    sdf_sample_seed: Optional[int] = None,
                    on_frame: Optional[Callable[[int, int], None]] = None,
                    protocol: Protocol = STANDARD,
-                   on_result: Optional[Callable[[int, int, dict], None]] = None) -> np.ndarray:
+                   on_result: Optional[Callable[[int, int, dict], None]] = None,
+                   missing_dumps: str = 'error') -> np.ndarray:
     """(len(frames), protocol.top_k, 6) accuracy of one scene, graspnetAPI's ``eval_scene``
     step for step. ``on_result(scene, frame, result)`` sees each frame's whole
-    :func:`evaluate_frame` result (the diagnostics read it).
+    :func:`evaluate_frame` result (the diagnostics read it). A frame without a dump file is
+    an error (graspnetAPI's), or scores 0 with ``missing_dumps='zero'``
+    (:data:`~.coverage.MISSING_DUMPS`).
 
     Raises EvaluationError naming the scene and frame when one fails.
     """
@@ -146,6 +149,9 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
         for n, frame in enumerate(frames):
             if on_frame is not None:
                 on_frame(scene, frame)
+            if missing_dumps == 'zero' and \
+                    not os.path.isfile(dump_path(dump_dir, scene, camera, frame)):
+                continue  # its accuracy stays 0
             result = evaluate_frame(*inputs.frame(dump_dir, frame), **protocol.frame_options())
             out[n] = result['accuracy']
             if on_result is not None:
@@ -160,8 +166,10 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
 
 # many scenes --------------------------------------------------------------------------------
 def _fingerprint(dump_dir: str, camera: str, scene: int, frames: Sequence[int],
-                 sdf_sample_seed, protocol: Protocol = STANDARD) -> str:
-    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}|{protocol}'.encode())
+                 sdf_sample_seed, protocol: Protocol = STANDARD,
+                 missing_dumps: str = 'error') -> str:
+    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}|{protocol}|'
+                     f'{missing_dumps}'.encode())
     for f in frames:
         p = dump_path(dump_dir, scene, camera, f)
         st = os.stat(p) if os.path.exists(p) else None
@@ -228,12 +236,13 @@ def work_units(frames: Dict[int, List[int]], nproc: int) -> List[Tuple[int, List
     return units
 
 
-def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, whole_scene_file, protocol):
+def _worker(root, dump_dir, camera, scene, frames, sdf_sample_seed, whole_scene_file, protocol,
+            missing_dumps):
     """Evaluate one piece; a piece that is a whole scene is saved at once (resume)."""
     def report(s, f):
         _PROGRESS.put((os.getpid(), s, f, time.monotonic()))
     acc = evaluate_scene(root, dump_dir, camera, scene, frames, sdf_sample_seed, report,
-                         protocol)
+                         protocol, missing_dumps=missing_dumps)
     if whole_scene_file is not None:
         _save_result(*whole_scene_file, frames, acc)
     _PROGRESS.put((os.getpid(), None, None, time.monotonic()))
@@ -292,8 +301,10 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                   frames: Optional[Dict[int, Sequence[int]]] = None, nproc: int = 1,
                   results_dir: Optional[str] = None, frame_timeout: Optional[float] = 600.0,
                   progress: bool = True, sdf_sample_seed: Optional[int] = None,
-                  protocol: Protocol = STANDARD) -> Dict[int, np.ndarray]:
-    """Evaluate every scene of ``scenes`` (frames: per scene, default every annotated frame).
+                  protocol: Protocol = STANDARD, missing_dumps: str = 'error'
+                  ) -> Dict[int, np.ndarray]:
+    """Evaluate every scene of ``scenes`` (frames: per scene, default every annotated frame;
+    a frame without a dump: see :func:`evaluate_scene`'s ``missing_dumps``).
 
     ``nproc > 1`` runs :func:`work_units` in that many processes; a process that raises, dies
     or spends more than ``frame_timeout`` seconds on one frame ends the run with
@@ -310,7 +321,8 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
     out: Dict[int, np.ndarray] = {}
     keys = {}
     for s in scenes:
-        keys[s] = _fingerprint(dump_dir, camera, s, frames[s], sdf_sample_seed, protocol)
+        keys[s] = _fingerprint(dump_dir, camera, s, frames[s], sdf_sample_seed, protocol,
+                               missing_dumps)
         cached = None if results_dir is None else \
             _load_result(_result_path(results_dir, s, protocol), keys[s], frames[s])
         if cached is not None:
@@ -330,7 +342,7 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
         with timer:
             for s in todo:
                 out[s] = evaluate_scene(root, dump_dir, camera, s, frames[s], sdf_sample_seed,
-                                        started, protocol)
+                                        started, protocol, missing_dumps=missing_dumps)
                 timer.stop()
                 save(s, out[s])
         return {s: out[s] for s in scenes}
@@ -352,7 +364,7 @@ def evaluate_dump(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
     try:
         _read_models_once(pool, root, camera, list(todo), frame_timeout)
         futures = {pool.submit(_worker, root, dump_dir, camera, s, f, sdf_sample_seed,
-                               whole.get(s), protocol): (s, f) for s, f in units}
+                               whole.get(s), protocol, missing_dumps): (s, f) for s, f in units}
         current: Dict[int, tuple] = {}  # pid -> (scene, frame, started)
         pending = set(futures)
         while pending:

@@ -23,7 +23,11 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
   ``write_dexnet_sdf(path, data, origin, resolution)``
 - ``close_jaws(sdf, centers, axes, widths) -> (found, points (K,2,3), normals (K,2,3))``
 - ``antipodal_angles(c1, n1, c2, n2)``, ``force_closure(c1, n1, c2, n2, mu)``,
-  ``force_closure_min_friction(c1, n1, c2, n2, coefficients=(1.2, ..., 0.2)) -> mu or -1``
+  ``force_closure_min_friction(c1, n1, c2, n2, coefficients=(1.2, ..., 0.2)) -> mu or -1``;
+  ``portable_min_friction`` (the same verdicts with the same bits on every CPU)
+- :mod:`.portable`: ``matmul``, ``matvec``, ``dot``, ``norm``, ``transform``, ``rigid_inverse``,
+  ``sin``, ``cos`` whose float64 results do not depend on the CPU, BLAS or SIMD code path (the
+  synthetic datasets are computed with them)
 - ``grasp_nms(grasps, translation_thresh=0.03, rotation_thresh=pi/6) -> kept rows`` (the
   ``grasp_nms`` package's rule, tie order and arithmetic; :mod:`.nms`, :mod:`.sorting`)
 - ``generate_grasp_views(num_views=300)``, ``approach_to_matrix(approach, angle)`` and the
@@ -33,7 +37,7 @@ from .collision import (ModelFreeCollisionDetector, filter_collisions, gripper_c
                         gripper_contacts, hggd_collision_free)
 from .contacts import close_jaws
 from .force_closure import (GRASPNET_FRICTION_COEFFICIENTS, antipodal_angles, force_closure,
-                            force_closure_min_friction)
+                            force_closure_min_friction, portable_min_friction)
 from .nms import grasp_nms
 from .grasp_frames import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
@@ -46,7 +50,7 @@ __all__ = [
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',
     'gripper_contacts', 'grasp_nms', 'hggd_collision_free', 'nearest_indices',
-    'parse_dexnet_sdf', 'quaternion_to_graspnet_pose',
+    'parse_dexnet_sdf', 'portable_min_friction', 'quaternion_to_graspnet_pose',
     'read_dexnet_sdf', 'table_points', 'transform_points', 'voxel_downsample',
     'write_dexnet_sdf'
 ]

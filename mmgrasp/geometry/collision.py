@@ -17,7 +17,11 @@ GRASP_TRANSLATION = slice(13, 16)
 
 def _points_in_gripper(points: np.ndarray, translations: np.ndarray,
                        rotations: np.ndarray) -> np.ndarray:
-    return np.matmul(points[None, :, :] - translations[:, None, :], rotations)
+    """(G, P, 3): the points in each grasp's frame, (p - t) @ R, summed in a fixed order so that
+    the bits do not depend on the CPU's BLAS (:mod:`.portable`); column by column, as fast."""
+    d = [points[None, :, k] - translations[:, k, None] for k in range(3)]
+    return np.stack([d[0] * rotations[:, 0, j, None] + d[1] * rotations[:, 1, j, None]
+                     + d[2] * rotations[:, 2, j, None] for j in range(3)], axis=-1)
 
 
 def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .portable import dot, norm
+
 GRASPNET_FRICTION_COEFFICIENTS = (1.2, 1.0, 0.8, 0.6, 0.4, 0.2)
 
 
@@ -53,11 +55,36 @@ def force_closure_min_friction(c1, n1, c2, n2,
     largest coefficient down and stops at the first failure.
     """
     alpha = antipodal_angles(c1, n1, c2, n2)
-    coefs = np.sort(np.asarray(coefficients, dtype=np.float64))[::-1]
-    score = np.full(len(alpha), -1.0)
-    alive = ~np.isnan(alpha)
-    for mu in coefs:  # six coefficients, each an array operation over all grasps
-        with np.errstate(invalid='ignore'):
-            alive &= ~(alpha > np.arctan(mu))
+    with np.errstate(invalid='ignore'):
+        return _walk_down(coefficients, ~np.isnan(alpha), lambda mu: ~(alpha > np.arctan(mu)))
+
+
+def portable_min_friction(c1, n1, c2, n2,
+                          coefficients: Sequence[float] = GRASPNET_FRICTION_COEFFICIENTS
+                          ) -> np.ndarray:
+    """:func:`force_closure_min_friction` with the same verdicts on every CPU (the synthetic
+    labels use it): no arccos or arctan, whose bits depend on the machine's libm or SIMD code,
+    and no BLAS (:mod:`.portable`). An angle within arctan(mu) of the contact line is a cosine
+    of at least cos(arctan mu) = 1 / sqrt(1 + mu^2); the verdicts differ from the angles' only
+    where a cosine lies within rounding of that bound."""
+    c1, n1, c2, n2 = (np.asarray(a, dtype=np.float64).reshape(-1, 3) for a in (c1, n1, c2, n2))
+    cosines = []
+    for normal, point, other in ((-n1, c1, c2), (-n2, c2, c1)):
+        diff = other - point
+        with np.errstate(invalid='ignore', divide='ignore'):
+            cosines.append(np.abs(dot(normal, diff)) / norm(normal) / norm(diff))
+    worst = np.minimum(*cosines)
+    valid = ~(np.all(c1 == c2, axis=1) | np.isnan(worst))
+    with np.errstate(invalid='ignore'):
+        return _walk_down(coefficients, valid, lambda mu: worst >= 1 / np.sqrt(1 + mu * mu))
+
+
+def _walk_down(coefficients: Sequence[float], valid: np.ndarray, holds) -> np.ndarray:
+    """From the largest coefficient down, the last one for which ``holds(mu)`` stays True
+    (-1 where it fails at the largest or ``valid`` is False)."""
+    score = np.full(len(valid), -1.0)
+    alive = valid.copy()
+    for mu in np.sort(np.asarray(coefficients, dtype=np.float64))[::-1]:
+        alive &= holds(mu)
         score[alive] = round(float(mu), 2)
     return score

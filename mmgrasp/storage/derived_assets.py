@@ -130,6 +130,7 @@ def open_or_build(folder: str, what: str, error: Type[Exception],
         build: build when missing or stale (else raise ``error`` with ``rebuild_hint``).
         force: build a new version even when the current one is up to date.
     """
+    reason = 'a rebuild was asked for (force)'
     if not force:
         version = current_version(folder)
         found = read(version) if version is not None else None
@@ -140,7 +141,6 @@ def open_or_build(folder: str, what: str, error: Type[Exception],
         reason = reason or 'it was replaced while being opened'
         if not build:
             raise error(f'{what} {folder} cannot be used: {reason}. {rebuild_hint}')
-        print_log(f'{what} {folder}: {reason}; building it', logger='current')
     parent = os.path.dirname(folder)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -150,12 +150,19 @@ def open_or_build(folder: str, what: str, error: Type[Exception],
                     f'MMGRASP_CACHE (or --cache) to a writable folder, or build it elsewhere '
                     f'and copy it') from exc
     with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process (a DDP rank, another job) is building it
+            print_log(f'{what} {folder}: another process is building it; waiting for it',
+                      logger='current')
+            fcntl.flock(lock, fcntl.LOCK_EX)
         version = current_version(folder)
         if not force and version is not None:  # another builder may have finished meanwhile
             found = read(version)
             if found is not None and stale(found) is None:
                 return opened(version, found, VersionHold(version))
+        # said once, by the process that builds (the others waited above)
+        print_log(f'{what} {folder}: {reason}; building it', logger='current')
         return _build(folder, what, read, build_into, opened)
 
 

@@ -81,10 +81,11 @@ STORE_KEYS: Dict[str, Dict[str, bool]] = {
             'azure_fabric_cluster_identifier'], False),
     },
     'http': {},  # obstore's HTTPStore takes no configuration
+    'file': {},  # nor does its LocalStore: a file:// URL is a local path
 }
 #: URL schemes -> the key table obstore uses for them.
 SCHEME_KEYS = {'s3': 's3', 's3a': 's3', 'gs': 'gs', 'az': 'az', 'adl': 'az', 'azure': 'az',
-               'abfs': 'az', 'abfss': 'az', 'http': 'http', 'https': 'http'}
+               'abfs': 'az', 'abfss': 'az', 'http': 'http', 'https': 'http', 'file': 'file'}
 _SECRET_KEYS = frozenset(k for keys in STORE_KEYS.values() for k, secret in keys.items()
                          if secret)
 _KNOWN_KEYS = frozenset(k for keys in STORE_KEYS.values() for k in keys)
@@ -109,7 +110,7 @@ def unknown_store_keys(scheme: str, options: dict) -> list:
     """The names in ``options`` that are no obstore configuration key of ``scheme``."""
     keys = STORE_KEYS.get(SCHEME_KEYS.get(scheme.lower(), ''), None)
     if keys is None:
-        return []  # file:// and schemes obstore configures otherwise: obstore itself decides
+        return []  # schemes obstore configures otherwise: obstore itself decides
     return sorted(str(k) for k in options if str(k).lower() not in keys)
 
 

@@ -18,7 +18,10 @@ class DatasetFileError(ValueError):
 
     def __init__(self, path: str, problem: str):
         super().__init__(f'{path}: {problem}')
-        self.path = path
+        self.path, self.problem = path, problem
+
+    def __reduce__(self):  # raised in a build process, re-raised in the one that waits for it
+        return type(self), (self.path, self.problem), self.__dict__
 
 
 class GraspSource(Protocol):
@@ -68,6 +71,8 @@ class GraspSource(Protocol):
     def load_meta(self, scene: int, frame: int): ...
 
     def load_depth(self, scene: int, frame: int) -> np.ndarray: ...
+
+    def load_rgb(self, scene: int, frame: int) -> np.ndarray: ...
 
     def load_segmentation(self, scene: int, frame: int) -> np.ndarray: ...
 

@@ -38,6 +38,16 @@ class RecordLosses(Hook):
             f.write(json.dumps(dict(iter=runner.iter + 1, **terms)) + '\n')
 
 
+@HOOKS.register_module(force=True)
+class RecordThreads(Hook):
+    """``<work_dir>/threads.txt``: torch's intra-op thread count while the run trains (what
+    the config's ``env_cfg.num_threads`` pins)."""
+
+    def before_train(self, runner) -> None:
+        with open(os.path.join(runner.work_dir, 'threads.txt'), 'w') as f:
+            f.write(str(torch.get_num_threads()))
+
+
 def read_losses(work_dir: str) -> List[dict]:
     """The recorded iterations of a run, in order (empty when none finished)."""
     path = os.path.join(work_dir, LOSSES)

@@ -51,11 +51,14 @@ def test_assigner_indexing_scores_under_deferred_is_explained(make_dataset):
 
 
 def test_worker_failure_names_the_file(synthetic_root, tmp_path):
+    # The per-sample file reads of the reference path (the frame store's build, which fails in
+    # the main process naming the file, is tested in tests/unit/storage/test_frame_store.py).
     root = str(tmp_path / 'graspnet')
     shutil.copytree(synthetic_root, root)
     missing = os.path.join(root, 'scenes', 'scene_0001', 'realsense', 'depth', '0001.png')
     os.remove(missing)
-    dataset = GraspNetDataset(root, pipeline=[dict(type='LoadGraspScene', num_points=500),
+    dataset = GraspNetDataset(root, pipeline=[dict(type='LoadGraspScene', num_points=500,
+                                                   source='files'),
                                               dict(type='PackGraspInputs')])
     loader = DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=pseudo_collate)
     with pytest.raises(Exception) as info:

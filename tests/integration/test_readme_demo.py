@@ -33,6 +33,10 @@ def test_readme_main_job_trains_the_demo(tmp_path):
     out = subprocess.run(job, shell=True, cwd=REPO, env=env, capture_output=True, text=True,
                          timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # frames come from the frame store without an option: built once (training), reused (test)
+    builds = re.findall(r'frame store \S+: .*; building it', out.stdout + out.stderr)
+    assert len(builds) == 1 and (out.stdout + out.stderr).count('frame store: built ') == 1, \
+        builds
     (scalars,) = glob.glob(str(tmp_path / 'work' / '*' / 'vis_data' / 'scalars.json'))
     with open(scalars) as f:
         losses = [json.loads(line)['loss'] for line in f if '"loss"' in line]
@@ -47,8 +51,8 @@ def test_readme_main_job_trains_the_demo(tmp_path):
     with open(tmp_path / 'work' / 'dump' / 'graspnet_realsense.json') as f:
         trained = json.load(f)['figures']
     # the same evaluation of the untrained weights (InitialCheckpointHook): their seeds collapse
-    # onto a few points and score AP 0.00; the demo scores 10.88 (9.49-11.76 per split,
-    # docs/notes/benchmarks/demos.md "GSNet demo: spread, longer runs, label ceiling")
+    # onto a few points and score AP 0.00; the demo scores 10.64 with its 1 thread (6.86-14.16
+    # per split, docs/notes/benchmarks/demos.md "GSNet demo: thread count and CPU")
     data = str(tmp_path / 'synthetic')
     untrained_run = subprocess.run(
         [sys.executable, 'tools/test.py', 'configs/gsnet_demo.py',

@@ -2,13 +2,16 @@
 """Curves and timings from mmengine's ``vis_data/scalars.json`` logs, in mmdet's command shape.
 
     python tools/analysis/analyze_logs.py plot_curve LOG.json [LOG2.json ...] --keys loss \
-        [loss_view ...] [--legend A B ...] [--title T] [--out curve.png]
+        [loss_view ...] [--legend A B ...] [--title T] --out curve.png
     python tools/analysis/analyze_logs.py cal_train_time LOG.json [...]
 
 Each line of a scalars.json is one JSON record; training records carry ``step`` (the iteration)
 and ``epoch``, validation records (``seen/AP``, ...) carry ``step`` = the epoch. ``plot_curve``
-draws one line per (log, key) against its records' ``step``, offscreen (matplotlib Agg); a key
-that no record of a log holds stops the tool naming the keys the log has.
+draws one line per (log, key) against its records' ``step``, offscreen (matplotlib Agg: there is
+no window, so ``--out`` is required); with several logs each line is named by its run's config
+(the ``<config>.py`` mmengine dumps into the work dir; the run's timestamp folder is added where
+two logs share a config); a key that no record of a log holds stops the tool naming the keys
+the log has.
 ``cal_train_time`` prints the mean, slowest and fastest epoch's mean ``time`` per iteration.
 """
 import argparse
@@ -45,14 +48,32 @@ def curve(records: List[dict], key: str) -> tuple:
     return [r.get('step', i) for i, r in enumerate(held)], [float(r[key]) for r in held]
 
 
+def run_name(path: str) -> str:
+    """The config a ``WORK_DIR/<timestamp>/vis_data/scalars.json`` comes from: the one
+    ``<config>.py`` mmengine dumps into ``WORK_DIR``, else the work dir's name."""
+    work_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    configs = sorted(n[:-len('.py')] for n in os.listdir(work_dir) if n.endswith('.py')) \
+        if os.path.isdir(work_dir) else []
+    return configs[0] if len(configs) == 1 else os.path.basename(work_dir)
+
+
+def legend_names(paths: List[str], keys: List[str]) -> List[str]:
+    """One name per (log, key): the key alone for one log; with several, the run's config and
+    the key, and the run's timestamp folder too where two logs share a config."""
+    if len(paths) == 1:
+        return list(keys)
+    runs = [run_name(p) for p in paths]
+    runs = [f'{r} {os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(p))))}'
+            if runs.count(r) > 1 else r for r, p in zip(runs, paths)]
+    return [f'{r} {k}' for r in runs for k in keys]
+
+
 def plot_curve(args: argparse.Namespace) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     logs = [read_log(p) for p in args.json_logs]
-    legend = args.legend or [f'{os.path.basename(os.path.dirname(os.path.dirname(p))) or p} '
-                             f'{k}' if len(logs) > 1 else k
-                             for p in args.json_logs for k in args.keys]
+    legend = args.legend or legend_names(args.json_logs, args.keys)
     if len(legend) != len(logs) * len(args.keys):
         raise SystemExit(f'--legend needs {len(logs) * len(args.keys)} names (one per log and '
                          f'key), got {len(legend)}')
@@ -68,13 +89,10 @@ def plot_curve(args: argparse.Namespace) -> None:
     ax.set(xlabel='step (iteration; epoch for validation records)', title=args.title or '')
     ax.legend()
     fig.tight_layout()
-    if args.out:
-        tmp = f'{args.out}.tmp{os.getpid()}.png'
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, args.out)
-        print(f'saved: {args.out}')
-    else:
-        plt.show()
+    tmp = f'{args.out}.tmp{os.getpid()}.png'
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, args.out)
+    print(f'saved: {args.out}')
     plt.close(fig)
 
 
@@ -103,7 +121,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     plot.add_argument('--keys', nargs='+', default=['loss'], help='scalars to plot')
     plot.add_argument('--legend', nargs='+', help='one name per log and key')
     plot.add_argument('--title')
-    plot.add_argument('--out', help='PNG to write (default: show a window)')
+    plot.add_argument('--out', required=True,
+                      help='PNG to write (the curves are drawn offscreen: there is no window)')
     timing = sub.add_parser('cal_train_time', help='time per iteration')
     timing.add_argument('json_logs', nargs='+')
     return parser.parse_args(argv)

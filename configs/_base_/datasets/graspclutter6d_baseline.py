@@ -10,7 +10,8 @@ train_pipeline = [
     dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
          visible_only=True, visible_distance=0.01, collision='zero_scores', tolerance=True,
          grids='deferred'),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988,
+         apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'objectness')),
 ]
 train_dataloader = dict(dataset=dict(data_root=data_root, layout='graspclutter6d', camera=camera,

@@ -3,7 +3,10 @@
 # quarter (at least 300) of them per object, object 18 never labelled, scene collisions written
 # into mu and tolerance, flip + rotation augmentation. `grids` selects how label grids travel:
 # 'deferred' (read in the model after seed selection) or 'dense' (the reference path); both give
-# identical training.
+# identical training. Frames come from the frame store (LoadGraspScene's default
+# source='frames', built on first use) and the augmentation is drawn in the worker but applied to
+# the batch by the data preprocessor (apply='device'); source='files' and apply='worker' are the
+# reference paths, bit-identical.
 dataset_type = 'GraspNetDataset'
 data_root = 'data/graspnet'
 train_pipeline = [
@@ -11,7 +14,8 @@ train_pipeline = [
     dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
          visible_only=True, visible_distance=0.01, collision='zero_scores', tolerance=True,
          skip_objects=(18, ), grids='deferred'),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988,
+         apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'objectness')),
 ]
 train_dataloader = dict(

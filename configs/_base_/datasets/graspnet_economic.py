@@ -6,6 +6,9 @@
 # tools/data/build_economic_labels.py). The input features are all ones: the model makes them.
 # `grids` = 'deferred' (the matched rows read in the model by EconomicAssigner) or 'dense'
 # (the whole per-scene arrays in every sample, as the reference loads them; bit-identical).
+# Frames come from the frame store (LoadGraspScene's default source='frames'); the flip stays in
+# the worker (apply='worker', the default): the voxel coordinates and the economic labels' poses
+# are made there from the flipped cloud and poses.
 dataset_type = 'GraspNetDataset'
 data_root = 'data/graspnet'
 train_pipeline = [

@@ -2,13 +2,18 @@
 # a quarter (at least 300) of each object's label points, scene collisions written into μ,
 # flip + rotation augmentation. `grids` selects how label grids travel: 'deferred' (read in the
 # model after seed selection) or 'dense' (the reference path); both give identical training.
+# Frames come from the frame store (LoadGraspScene's default source='frames', built on first
+# use) and the augmentation is drawn in the worker but applied to the batch by the data
+# preprocessor (apply='device'); source='files' and apply='worker' are the reference paths,
+# bit-identical.
 dataset_type = 'GraspNetDataset'
 data_root = 'data/graspnet'
 train_pipeline = [
     dict(type='LoadGraspScene', num_points=15000, with_graspness=True),
     dict(type='SampleGraspLabels', point_fraction=0.25, min_points=300, min_object_points=50,
          collision='zero_scores', grids='deferred'),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.5235987755982988,
+         apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness')),
 ]
 train_dataloader = dict(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mmgrasp.geometry.portable import norm
+
 PLY_SPACING = 0.0025  # nontextured.ply surface grid (graspnetAPI voxel-downsamples it at 8 mm)
 SDF_RESOLUTION = 0.002  # textured.sdf grid
 SDF_PADDING = 0.012  # grid margin around the box
@@ -43,7 +45,7 @@ def box_surface_grid(half: np.ndarray, spacing: float = PLY_SPACING) -> np.ndarr
 def box_signed_distance(half: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """Exact signed distance to the box (negative inside) of points (..., 3)."""
     q = np.abs(pts) - half
-    outside = np.linalg.norm(np.maximum(q, 0), axis=-1)
+    outside = norm(np.maximum(q, 0))
     return outside + np.minimum(q.max(-1), 0)
 
 

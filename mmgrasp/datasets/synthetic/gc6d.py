@@ -19,6 +19,8 @@ import os
 
 import numpy as np
 
+from mmgrasp.geometry.portable import cos, matmul, rigid_inverse, sin
+
 from ..graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE, NUM_ANNOTATIONS, NUM_OBJECTS
 from .labels import MAX_WIDTH, scene_collision, tolerance_labels
 from .scene import (MAX_DEPTH, axis_rotation, camera_intrinsics, grasp_arrays, item_rng,
@@ -60,11 +62,11 @@ def _scene_cameras(rng: np.random.Generator, frames: int) -> dict:
         height = rng.uniform(0.5, 0.7)
         elev = np.deg2rad(rng.uniform(50, 70))
         azim = base_azimuth + k * np.pi / 2 + rng.uniform(-0.3, 0.3)
-        eye = np.array([np.cos(azim), np.sin(azim), 0.0]) * height / np.tan(elev)
+        eye = np.array([cos(azim), sin(azim), 0.0]) * height * cos(elev) / sin(elev)
         eye[2] = height
         pose0 = look_at(eye, np.array([*rng.uniform(-0.03, 0.03, 2), 0.03]))
         step = np.deg2rad(min(3.0, 90.0 / max(frames - 1, 1)))
-        out[cam] = [rigid_transform(axis_rotation(2, f * step), (0, 0, 0)) @ pose0
+        out[cam] = [matmul(rigid_transform(axis_rotation(2, f * step), (0, 0, 0)), pose0)
                     for f in range(frames)]
     return out
 
@@ -85,13 +87,13 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict,
         K, scale = _intrinsics(cam, image_size), DEPTH_SCALE[cam]
         for ann, cam_wrt_table in enumerate(poses):
             img = 4 * ann + CAMERA_INDEX[cam]
-            w2c = np.linalg.inv(cam_wrt_table)
+            w2c = rigid_inverse(cam_wrt_table)
             scene_camera[str(img)] = dict(cam_K=_json_list(K), cam_R_w2c=_json_list(w2c[:3, :3]),
                                           cam_t_w2c=_json_list(w2c[:3, 3] * 1000.0),
                                           depth_scale=1000.0 / scale)
             scene_gt[str(img)] = [dict(obj_id=int(i) + 1, cam_R_m2c=_json_list(m[:3, :3]),
                                        cam_t_m2c=_json_list(m[:3, 3] * 1000.0))
-                                  for i, m in ((i, w2c @ p) for i, p in zip(ids, obj_wrt_table))]
+                                  for i, m in zip(ids, [matmul(w2c, p) for p in obj_wrt_table])]
             z, inst, table = render(K, image_size, cam_wrt_table, obj_wrt_table, halves,
                                     instance_labels)
             valid = z <= MAX_DEPTH
@@ -105,7 +107,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int], models: dict,
             colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
             rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
             name = f'{img:06d}.png'
-            write_png(os.path.join(sdir, 'rgb', name), rgb)
+            write_png(os.path.join(sdir, 'rgb', name), rgb[..., ::-1])  # OpenCV writes BGR
             write_png(os.path.join(sdir, 'depth', name), depth)
             write_png(os.path.join(sdir, 'label', name), np.repeat(seg[..., None], 3, axis=2))
             for n, (pose, half) in enumerate(zip(obj_wrt_table, halves)):

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.io
 
+from mmgrasp.geometry.portable import cos, matmul, norm, rigid_inverse, sin, transform
+
 from .labels import MAX_WIDTH, points_collision, scene_collision, tolerance_labels
 from .scene import (MAX_DEPTH, SyntheticModel, axis_rotation, camera_intrinsics, eval_points,
                     grasp_arrays, item_rng, log_progress, look_at, make_model, model_obj,
@@ -58,8 +60,8 @@ TEST_SPLITS = {'test_seen': range(100, 130), 'test_similar': range(130, 160),
 PLY_FORMATS = ('ascii', 'binary')
 _MAT_HEADER = b'MATLAB 5.0 MAT-file, Platform: posix, written by mmgrasp.datasets.synthetic'
 #: Fixed RealSense pose in the Kinect frame (both cameras ride on the same arm).
-RS_WRT_KN = rigid_transform(axis_rotation(0, np.deg2rad(2.0)) @ axis_rotation(1, np.deg2rad(-3.0)),
-                            (0.06, -0.02, 0.01))
+RS_WRT_KN = rigid_transform(matmul(axis_rotation(0, np.deg2rad(2.0)),
+                                   axis_rotation(1, np.deg2rad(-3.0))), (0.06, -0.02, 0.01))
 
 
 def _quaternion(r: np.ndarray) -> np.ndarray:
@@ -72,7 +74,7 @@ def _quaternion(r: np.ndarray) -> np.ndarray:
     y = np.copysign(y, r[0, 2] - r[2, 0])
     z = np.copysign(z, r[1, 0] - r[0, 1])
     q = np.array([w, x, y, z])
-    return q / np.linalg.norm(q)
+    return q / norm(q)
 
 
 def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
@@ -93,10 +95,6 @@ def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
 
 def _kind(model: SyntheticModel) -> str:
     return 'box' if model.shape is None else model.shape.kind
-
-
-def _posed(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    return points @ pose[:3, :3].T + pose[:3, 3]
 
 
 def _savemat_bytes(mdict: dict) -> bytes:
@@ -125,7 +123,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
     height = rng.uniform(0.5, 0.7)
     elev = np.deg2rad(rng.uniform(50, 70))
     azim = rng.uniform(-np.pi, np.pi)
-    eye = np.array([np.cos(azim), np.sin(azim), 0.0]) * height / np.tan(elev)
+    eye = np.array([cos(azim), sin(azim), 0.0]) * height * cos(elev) / sin(elev)
     eye[2] = height
     kn0 = look_at(eye, np.array([*rng.uniform(-0.03, 0.03, 2), 0.03]))
     step = np.deg2rad(min(3.0, 90.0 / max(frames - 1, 1))) * (1 if rng.random() < 0.5 else -1)
@@ -134,9 +132,9 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
 
     cls_indexes = np.array([[i + 1 for i in ids]], np.int64)
     for cam in cameras:
-        cam0 = kn0 if cam == 'kinect' else kn0 @ RS_WRT_KN
-        cam0_inv = np.linalg.inv(cam0)
-        camera_poses = np.stack([cam0_inv @ a @ cam0 for a in arc])
+        cam0 = kn0 if cam == 'kinect' else matmul(kn0, RS_WRT_KN)
+        cam0_inv = rigid_inverse(cam0)
+        camera_poses = np.stack([matmul(matmul(cam0_inv, a), cam0) for a in arc])
         K = camera_intrinsics(cam, image_size)
         cdir = os.path.join(sdir, cam)
         for sub in ('rgb', 'depth', 'label', 'meta', 'annotations'):
@@ -145,7 +143,7 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
         np.save(os.path.join(cdir, 'camera_poses.npy'), camera_poses)
         np.save(os.path.join(cdir, 'cam0_wrt_table.npy'), cam0)
         for f in range(frames):
-            cam_wrt_table = cam0 @ camera_poses[f]
+            cam_wrt_table = matmul(cam0, camera_poses[f])
             z, seg, table = render(K, image_size, cam_wrt_table, obj_wrt_table, halves,
                                    [i + 1 for i in ids], [models[i].shape for i in ids])
             valid = z <= MAX_DEPTH
@@ -158,13 +156,13 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
             colour = np.where((table & valid)[..., None], palette[-1], palette[seg])
             rgb = np.where(valid[..., None], colour * shade, 0).astype(np.uint8)
             name = f'{f:04d}'
-            write_png(os.path.join(cdir, 'rgb', name + '.png'), rgb)
+            write_png(os.path.join(cdir, 'rgb', name + '.png'), rgb[..., ::-1])  # OpenCV writes BGR
             write_png(os.path.join(cdir, 'depth', name + '.png'), depth)
             write_png(os.path.join(cdir, 'label', name + '.png'), seg)
-            cam_inv = np.linalg.inv(cam_wrt_table)
-            poses = np.stack([(cam_inv @ p)[:3] for p in obj_wrt_table], axis=2).astype(np.float32)
+            obj_wrt_cam = [matmul(rigid_inverse(cam_wrt_table), p) for p in obj_wrt_table]
+            poses = np.stack([m[:3] for m in obj_wrt_cam], axis=2).astype(np.float32)
             with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
-                fh.write(_annotation_xml(ids, [cam_inv @ p for p in obj_wrt_table],
+                fh.write(_annotation_xml(ids, obj_wrt_cam,
                                          [_kind(models[i]) for i in ids]))
             meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
                     'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
@@ -177,8 +175,8 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
     for n, (mid, pose) in enumerate(zip(ids, obj_wrt_table)):
         model, (mu, width, own) = models[mid], labels[mid]
         others = [(models[m], p) for k, (m, p) in enumerate(zip(ids, obj_wrt_table)) if k != n]
-        inv = np.linalg.inv(pose)
-        curved = [_posed(eval_points(o), inv @ p) for o, p in others
+        inv = rigid_inverse(pose)
+        curved = [transform(eval_points(o), matmul(inv, p)) for o, p in others
                   if model.shape is not None or o.shape is not None]
         obstacles = np.concatenate(curved) if curved else np.zeros((0, 3))
         if model.shape is None:

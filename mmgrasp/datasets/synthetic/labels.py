@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmgrasp.geometry import force_closure_min_friction, gripper_collision
+from mmgrasp.geometry import gripper_collision, portable_min_friction
+from mmgrasp.geometry.portable import cos, dot, matmul, matvec, norm, rigid_inverse, sin
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',
@@ -66,18 +67,18 @@ def grasp_views(num_views: int) -> np.ndarray:
     i = np.arange(num_views, dtype=np.float64)
     z = (2 * i + 1) / num_views - 1
     r = np.sqrt(1 - z ** 2)
-    return np.stack([r * np.cos(2 * i * np.pi * phi), r * np.sin(2 * i * np.pi * phi), z], 1)
+    return np.stack([r * cos(2 * i * np.pi * phi), r * sin(2 * i * np.pi * phi), z], 1)
 
 
 def grasp_frames(num_views: int, num_angles: int) -> np.ndarray:
     """Rotations (V, A, 3, 3) of approach -view and angle a * pi / 12 (columns x, y, z)."""
     x = -grasp_views(num_views)
     y = np.stack([-x[:, 1], x[:, 0], np.zeros(num_views)], 1)
-    y[np.linalg.norm(y, axis=1) == 0] = (0, 1, 0)
-    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    y[norm(y) == 0] = (0, 1, 0)
+    y /= norm(y)[:, None]
     z = np.cross(x, y)
     theta = np.arange(num_angles) * np.pi / 12
-    c, s = np.cos(theta)[None, :, None], np.sin(theta)[None, :, None]
+    c, s = cos(theta)[None, :, None], sin(theta)[None, :, None]
     y_a = c * y[:, None] + s * z[:, None]
     z_a = -s * y[:, None] + c * z[:, None]
     x_a = np.broadcast_to(x[:, None], y_a.shape)
@@ -138,7 +139,7 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     n1[rows, f1] = np.sign(q1[rows, f1])
     n2[rows, f2] = np.sign(q2[rows, f2])
     cell_mu = np.full(ok.shape, -1.0)
-    cell_mu[ok] = force_closure_min_friction(q1, n1, q2, n2, MU_GRID)
+    cell_mu[ok] = portable_min_friction(q1, n1, q2, n2, MU_GRID)
     shape = (len(p), v, a, d)
     mu = np.full(shape, -1, np.float32)
     width_out = np.zeros(shape, np.float32)
@@ -154,18 +155,18 @@ def _separated(cen_g, ext_g, rot, p, half):
     gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no overlap.
     """
     absr = np.abs(rot)
-    centre = p + np.einsum('nij,nj->ni', rot, cen_g)  # part centre in the model frame
-    sep = np.any(np.abs(centre) > half + np.einsum('nij,nj->ni', absr, ext_g), axis=1)
-    local = np.einsum('nji,nj->ni', rot, -centre)  # box centre relative to the part, gripper axes
-    radius = np.einsum('nji,j->ni', absr, half)
+    centre = p + matvec(rot, cen_g)  # part centre in the model frame
+    sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
+    local = matvec(rot.swapaxes(1, 2), -centre)  # box centre relative to the part, gripper axes
+    radius = matvec(absr.swapaxes(1, 2), half)
     sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
     for i in range(3):  # edge-edge axes g_i x e_k
         for k in range(3):
             axis = np.cross(rot[:, :, i], np.eye(3)[k])
-            usable = np.linalg.norm(axis, axis=1) > 1e-6  # parallel edges: face axes decide
-            r_part = np.einsum('nj,nj->n', np.abs(np.einsum('nmj,nm->nj', rot, axis)), ext_g)
-            r_box = np.abs(axis) @ half
-            sep |= usable & (np.abs(np.einsum('nj,nj->n', centre, axis)) > r_part + r_box)
+            usable = norm(axis) > 1e-6  # parallel edges: face axes decide
+            r_part = dot(np.abs(matvec(rot.swapaxes(1, 2), axis)), ext_g)
+            r_box = dot(np.abs(axis), half)
+            sep |= usable & (np.abs(dot(centre, axis)) > r_part + r_box)
     return sep
 
 
@@ -227,14 +228,15 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
     r_t, t_t = pose[:3, :3], pose[:3, 3]
     (hull_c, hull_e) = _gripper_parts(w, dep)[3]
     hit = _below_table(rot, p, hull_c, hull_e, pose)
-    reach = np.linalg.norm(hull_e + np.abs(hull_c), axis=1)
+    reach = norm(hull_e + np.abs(hull_c))
     for half, other in others:
-        inv = np.linalg.inv(other)
-        r_o = inv[:3, :3] @ r_t
-        p_o = p @ r_o.T + (inv[:3, :3] @ t_t + inv[:3, 3])  # gripper origin in the other's frame
-        near = ~hit & (np.linalg.norm(p_o, axis=1) < reach + np.linalg.norm(half))
+        inv = rigid_inverse(other)
+        r_o = matmul(inv[:3, :3], r_t)
+        # gripper origin in the other's frame
+        p_o = matvec(r_o, p) + (matvec(inv[:3, :3], t_t) + inv[:3, 3])
+        near = ~hit & (norm(p_o) < reach + norm(half))
         if near.any():
-            rot_o = np.einsum('ij,njk->nik', r_o, rot[near])
+            rot_o = matmul(r_o, rot[near])
             hit[near] = ~_separated(hull_c[near], hull_e[near], rot_o, p_o[near],
                                     np.asarray(half, np.float64))
     out[idx[hit]] = True
@@ -244,9 +246,9 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
 def _below_table(rot, p, hull_c, hull_e, pose) -> np.ndarray:
     """Cells whose gripper hull reaches below the table top (z = 0 of the table frame)."""
     r_t, t_t = pose[:3, :3], pose[:3, 3]
-    rot_t = np.einsum('ij,njk->nik', r_t, rot)  # gripper axes in the table frame
-    centre_t = p @ r_t.T + t_t + np.einsum('nij,nj->ni', rot_t, hull_c)
-    return centre_t[:, 2] - np.einsum('nj,nj->n', np.abs(rot_t[:, 2, :]), hull_e) < 0
+    rot_t = matmul(r_t, rot)  # gripper axes in the table frame
+    centre_t = matvec(r_t, p) + t_t + matvec(rot_t, hull_c)
+    return centre_t[:, 2] - dot(np.abs(rot_t[:, 2, :]), hull_e) < 0
 
 
 def _march_exit(shape, centres: np.ndarray, axes: np.ndarray, limit: float) -> np.ndarray:
@@ -285,12 +287,11 @@ def _on_edge(shape, q: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Contacts within EDGE_MARGIN (along the tangent plane) of a normal turn above EDGE_ANGLE."""
     helper = np.where(np.abs(n[:, :1]) < 0.9, np.eye(3)[0], np.eye(3)[1])
     t1 = np.cross(n, helper)
-    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+    t1 /= norm(t1)[:, None]
     t2 = np.cross(n, t1)
     edge = np.zeros(len(q), bool)
     for t in (t1, -t1, t2, -t2):
-        cos = np.einsum('ij,ij->i', shape.normal(q + EDGE_MARGIN * t), n)
-        edge |= cos < np.cos(EDGE_ANGLE)
+        edge |= dot(shape.normal(q + EDGE_MARGIN * t), n) < cos(EDGE_ANGLE)
     return edge
 
 
@@ -321,8 +322,8 @@ def shape_grasp_labels(shape, points: np.ndarray, grid: tuple[int, int, int],
     ok[rows] &= ~(_on_edge(shape, q1[rows], n1) | _on_edge(shape, q2[rows], n2))
     keep = ok[rows]
     cell_mu = np.full(len(c), -1.0)
-    cell_mu[rows[keep]] = force_closure_min_friction(q1[rows[keep]], n1[keep], q2[rows[keep]],
-                                                     n2[keep], MU_GRID)
+    cell_mu[rows[keep]] = portable_min_friction(q1[rows[keep]], n1[keep], q2[rows[keep]],
+                                                n2[keep], MU_GRID)
     shape_out = (len(p), v, a, d)
     mu = np.full(shape_out, -1, np.float32)
     width_out = np.zeros(shape_out, np.float32)

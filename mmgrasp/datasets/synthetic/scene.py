@@ -15,6 +15,8 @@ import cv2
 import numpy as np
 
 from mmgrasp.geometry import voxel_downsample
+from mmgrasp.geometry.portable import (cos, dot, matmul, matvec, norm, rigid_inverse, sin,
+                                       transform)
 
 from .boxes import (BOX_FACES, PLY_SPACING, box_corners, box_sdf_grid, box_surface_grid,
                     box_surface_points)
@@ -31,7 +33,7 @@ EVAL_VOXEL = 0.008  # graspnetAPI samples the model points at 8 mm
 
 
 def axis_rotation(axis: int, angle: float) -> np.ndarray:
-    c, s = np.cos(angle), np.sin(angle)
+    c, s = cos(angle), sin(angle)
     i, j = [(1, 2), (2, 0), (0, 1)][axis]
     r = np.eye(3)
     r[i, i], r[i, j], r[j, i], r[j, j] = c, -s, s, c
@@ -150,8 +152,8 @@ def _obb_overlap(c1, yaw1, h1, c2, yaw2, h2) -> bool:
     # rows = rectangle axes
     ax1, ax2 = axis_rotation(2, yaw1)[:2, :2].T, axis_rotation(2, yaw2)[:2, :2].T
     delta = np.asarray(c2) - np.asarray(c1)
-    return all(abs(delta @ ax) <= np.abs(ax1 @ ax) @ h1 + np.abs(ax2 @ ax) @ h2
-               for ax in np.concatenate([ax1, ax2]))
+    return all(abs(dot(delta, ax)) <= dot(np.abs(matvec(ax1, ax)), h1)
+               + dot(np.abs(matvec(ax2, ax)), h2) for ax in np.concatenate([ax1, ax2]))
 
 
 def place_objects(rng: np.random.Generator, halves: list[np.ndarray]) -> list[np.ndarray]:
@@ -182,9 +184,9 @@ def place_objects(rng: np.random.Generator, halves: list[np.ndarray]) -> list[np
 def look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
     """OpenCV camera (x right, y down, z forward) pose at ``eye`` looking at ``target``."""
     z = target - eye
-    z /= np.linalg.norm(z)
+    z /= norm(z)
     x = np.cross(z, [0.0, 0.0, 1.0])
-    x /= np.linalg.norm(x)
+    x /= norm(x)
     return rigid_transform(np.stack([x, np.cross(z, x), z], axis=1), eye)
 
 
@@ -213,11 +215,11 @@ def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray
         py = c[1] + t * (rot[1, 0] * dx[None, :] + rot[1, 1] * dy[:, None] + rot[1, 2])
         table = (t > 0) & (np.abs(px) <= TABLE_HALF) & (np.abs(py) <= TABLE_HALF)
         zbuf[table] = t[table]
-        table_cam = np.linalg.inv(cam_wrt_table)
+        table_cam = rigid_inverse(cam_wrt_table)
         for pose, half, lab, shape in zip(obj_wrt_table, halves, labels,
                                           shapes or [None] * len(halves)):
-            m = table_cam @ pose  # model -> camera
-            corners = box_corners(half) @ m[:3, :3].T + m[:3, 3]
+            m = matmul(table_cam, pose)  # model -> camera
+            corners = transform(box_corners(half), m)
             if corners[:, 2].min() > 1e-3:  # clip the work to the projected bounding box
                 us = fx * corners[:, 0] / corners[:, 2] + cx
                 vs = fy * corners[:, 1] / corners[:, 2] + cy
@@ -228,7 +230,7 @@ def render(K: np.ndarray, image_size: tuple[int, int], cam_wrt_table: np.ndarray
             if u0 >= u1 or v0 >= v1:
                 continue
             r = m[:3, :3]
-            origin = -r.T @ m[:3, 3]  # camera centre in the model frame
+            origin = -matvec(r.T, m[:3, 3])  # camera centre in the model frame
             sub_dx, sub_dy = dx[None, u0:u1], dy[v0:v1, None]
             zsub = zbuf[v0:v1, u0:u1]
             if shape is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import ConvexHull
 
+from mmgrasp.geometry.portable import cos, dot, norm, sin
+
 from .boxes import BOX_FACES, box_corners, box_surface_grid
 
 __all__ = ['SHAPES', 'Shape', 'make_shape']
@@ -23,21 +25,29 @@ SHAPES = ('box', 'sphere', 'cylinder', 'capsule', 'torus', 'lshape')
 
 def _box_sdf(p: np.ndarray, centre, half) -> np.ndarray:
     q = np.abs(p - centre) - half
-    return np.linalg.norm(np.maximum(q, 0), axis=-1) + np.minimum(q.max(-1), 0)
+    return norm(np.maximum(q, 0)) + np.minimum(q.max(-1), 0)
+
+
+def _hypot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.sqrt(x * x + y * y)
 
 
 def _fibonacci_sphere(radius: float, spacing: float) -> np.ndarray:
     n = max(int(np.ceil(4 * np.pi * radius ** 2 / spacing ** 2)), 12)
     i = np.arange(n) + 0.5
     z = 1 - 2 * i / n
-    r, az = np.sqrt(1 - z ** 2), np.pi * (1 + 5 ** 0.5) * i
-    return radius * np.stack([r * np.cos(az), r * np.sin(az), z], 1)
+    r, az = np.sqrt(1 - z ** 2), np.pi * (1 + np.sqrt(5.0)) * i
+    return radius * np.stack([r * cos(az), r * sin(az), z], 1)
+
+
+def _ring_angles(radius: float, spacing: float) -> np.ndarray:
+    n = max(int(np.ceil(2 * np.pi * radius / spacing)), 8)
+    return 2 * np.pi * np.arange(n) / n
 
 
 def _ring(radius: float, spacing: float) -> np.ndarray:
-    n = max(int(np.ceil(2 * np.pi * radius / spacing)), 8)
-    a = 2 * np.pi * np.arange(n) / n
-    return np.stack([radius * np.cos(a), radius * np.sin(a)], 1)
+    a = _ring_angles(radius, spacing)
+    return np.stack([radius * cos(a), radius * sin(a)], 1)
 
 
 def _disc(radius: float, spacing: float) -> np.ndarray:
@@ -79,23 +89,23 @@ class Shape:
         """Signed distance (negative inside) of points (..., 3) in the model frame."""
         p, prm = np.asarray(pts, np.float64), self.params
         if self.kind == 'sphere':
-            return np.linalg.norm(p, axis=-1) - prm['r']
+            return norm(p) - prm['r']
         if self.kind == 'cylinder':
-            d = np.stack([np.hypot(p[..., 0], p[..., 1]) - prm['r'],
+            d = np.stack([_hypot(p[..., 0], p[..., 1]) - prm['r'],
                           np.abs(p[..., 2]) - prm['h']], -1)
-            return np.minimum(d.max(-1), 0) + np.linalg.norm(np.maximum(d, 0), axis=-1)
+            return np.minimum(d.max(-1), 0) + norm(np.maximum(d, 0))
         if self.kind == 'capsule':
             dx = np.maximum(np.abs(p[..., 0]) - prm['l'], 0)
             return np.sqrt(dx ** 2 + p[..., 1] ** 2 + p[..., 2] ** 2) - prm['r']
         if self.kind == 'torus':
-            return np.hypot(np.hypot(p[..., 0], p[..., 1]) - prm['R'], p[..., 2]) - prm['r']
+            return _hypot(_hypot(p[..., 0], p[..., 1]) - prm['R'], p[..., 2]) - prm['r']
         return np.minimum(*[_box_sdf(p, c, h) for c, h in self._lshape_boxes()])
 
     def normal(self, pts: np.ndarray, step: float = 1e-5) -> np.ndarray:
         """Unit outward normals (gradient of the SDF by central differences) at points (N, 3)."""
         grad = np.stack([self.sdf(pts + step * e) - self.sdf(pts - step * e)
                          for e in np.eye(3)], -1)
-        return grad / np.maximum(np.linalg.norm(grad, axis=-1, keepdims=True), 1e-12)
+        return grad / np.maximum(norm(grad), 1e-12)[..., None]
 
     def surface_points(self, spacing: float) -> np.ndarray:
         """Points (N, 3) covering the surface at most about ``spacing`` apart."""
@@ -117,10 +127,9 @@ class Shape:
             ends = [ball[ball[:, 0] * s > 0] + [s * prm['l'], 0, 0] for s in (-1, 1)]
             return np.concatenate([side, *ends])
         if self.kind == 'torus':
-            big, small = _ring(prm['R'] + prm['r'], spacing), _ring(prm['r'], spacing)
-            theta = np.arctan2(big[:, 1], big[:, 0])
+            theta, small = _ring_angles(prm['R'] + prm['r'], spacing), _ring(prm['r'], spacing)
             rad = prm['R'] + small[:, 0]
-            return np.stack([rad[None] * np.cos(theta)[:, None], rad[None] * np.sin(theta)[:, None],
+            return np.stack([rad[None] * cos(theta)[:, None], rad[None] * sin(theta)[:, None],
                              np.broadcast_to(small[:, 1], (len(theta), len(small)))],
                             -1).reshape(-1, 3)
         parts = [box_surface_grid(h, spacing) + c for c, h in self._lshape_boxes()]
@@ -138,8 +147,8 @@ class Shape:
             prm, n, m = self.params, 32, 12
             th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
                                  indexing='ij')
-            rad = prm['R'] + prm['r'] * np.cos(ph)
-            verts = np.stack([rad * np.cos(th), rad * np.sin(th), prm['r'] * np.sin(ph)],
+            rad = prm['R'] + prm['r'] * cos(ph)
+            verts = np.stack([rad * cos(th), rad * sin(th), prm['r'] * sin(ph)],
                              -1).reshape(-1, 3)
             i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
             a, b = i * m + j, ((i + 1) % n) * m + j
@@ -155,11 +164,11 @@ class Shape:
         """Ray parameter t of the first hit of rays ``origin + t * dirs`` (model frame; dirs
         (..., 3), any length), inf where a ray misses: sphere tracing on the exact SDF, which
         steps at most the distance to the surface and so never passes through it."""
-        speed = np.linalg.norm(dirs, axis=-1)
-        bound = np.linalg.norm(self.half) + 1e-3
+        speed = norm(dirs)
+        bound = norm(self.half) + 1e-3
         # start where the ray enters the bounding sphere
-        b = np.einsum('...k,k->...', dirs, origin) / speed ** 2
-        disc = b ** 2 - (origin @ origin - bound ** 2) / speed ** 2
+        b = dot(dirs, origin) / speed ** 2
+        disc = b ** 2 - (dot(origin, origin) - bound ** 2) / speed ** 2
         t = np.where(disc > 0, -b - np.sqrt(np.maximum(disc, 0)), np.inf)
         t = np.maximum(t, 0)
         active = np.isfinite(t)

@@ -14,7 +14,8 @@ from mmcv.transforms import BaseTransform
 
 from mmgrasp.storage.frames.store import (FrameStore, aligned_graspness, box_mask, camera_scenes,
                                           open_frame_store, pixel_points, read_frame)
-from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.storage.labels.store import default_cache_dir
+from mmgrasp.storage.source import GraspSource
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.datasets.point_normals import estimate_normals
 from mmgrasp.registry import TRANSFORMS
@@ -22,7 +23,7 @@ from .depth_image import implausible_depth
 
 SOURCES = ('files', 'frames')
 _warned_depth: set = set()  # (root, camera) whose implausible depth was reported (once)
-_frame_stores: Dict[Tuple[str, str, str, Optional[float], Optional[str]], FrameStore] = {}
+_frame_stores: Dict[Tuple[str, str, str, Optional[float], str], FrameStore] = {}
 
 
 def depth_to_cloud(depth: np.ndarray, intrinsics: np.ndarray, factor_depth: float) -> np.ndarray:
@@ -49,6 +50,18 @@ def workspace_mask(cloud: np.ndarray, seg: np.ndarray, camera_to_table: np.ndarr
     return box_mask(xyz, seg.reshape(-1) > 0, camera_to_table, outlier).reshape(seg.shape)
 
 
+def prepared_readers(data_root: str, camera: Optional[str] = None,
+                     reader: Optional[GraspSource] = None) -> List[GraspSource]:
+    """The readers whose stores a loading transform opens before loader workers fork: the
+    dataset's own ``reader`` (its graspness folder included) when given, else one of
+    ``camera``, else one per camera with scenes under ``data_root``."""
+    if reader is not None:
+        return [reader]
+    cameras = [camera] if camera else open_reader(data_root).cameras
+    readers = [open_reader(data_root, c) for c in cameras]
+    return [r for r in readers if camera or camera_scenes(r)]
+
+
 @TRANSFORMS.register_module()
 class LoadGraspScene(BaseTransform):
     """Load depth, segmentation and meta of a frame and sample a fixed-size point cloud.
@@ -59,10 +72,12 @@ class LoadGraspScene(BaseTransform):
     drawn with replacement. All objects of the meta file are kept here; the label transform drops
     those with too few sampled points.
 
-    ``source='files'`` decodes the PNG and MAT files of the frame (the reference path);
-    ``source='frames'`` reads the frame store (decoded once, memory-mapped; built by
-    :meth:`prepare` or on first use, checked against its sources once a process and rebuilt when
-    one changed). Both give the same keys, values and random draws.
+    ``source='frames'`` (the default) reads the frame store: every frame of the root's camera
+    decoded once, memory-mapped, built by :meth:`prepare` (the dataset calls it in the main
+    process, before loader workers fork) or on first use, checked against its sources once a
+    process and rebuilt when one changed. ``source='files'`` decodes the PNG and MAT files of
+    the frame for every sample (the reference path). Both give the same keys, values and random
+    draws.
 
     Required Keys:
 
@@ -99,7 +114,7 @@ class LoadGraspScene(BaseTransform):
         voxel_size: recorded for PackGraspInputs, which derives voxel coordinates from the final,
             augmented cloud (as GSNet does).
         with_graspness: load GSNet's per-point graspness (masked-cloud order).
-        source: ``'files'`` or ``'frames'``.
+        source: ``'frames'`` (the frame store) or ``'files'`` (the dataset files).
         cache_dir: frame store cache (default ``$MMGRASP_CACHE``).
         with_masked_cloud: also return the whole masked cloud (test time).
         with_normals: also return the normals of the sampled points (FineGrasp's input;
@@ -108,7 +123,7 @@ class LoadGraspScene(BaseTransform):
 
     def __init__(self, num_points: int = 15000, outlier: float = 0.02, use_workspace: bool = True,
                  voxel_size: Optional[float] = None, with_graspness: bool = False,
-                 source: str = 'files', cache_dir: Optional[str] = None,
+                 source: str = 'frames', cache_dir: Optional[str] = None,
                  with_masked_cloud: bool = False, with_normals: bool = False):
         if num_points < 1:
             raise ValueError(f'num_points must be positive, got {num_points}')
@@ -130,24 +145,22 @@ class LoadGraspScene(BaseTransform):
     def _mask_outlier(self) -> Optional[float]:
         return self.outlier if self.use_workspace else None
 
-    def frame_store(self, reader: GraspNetReader) -> FrameStore:
+    def frame_store(self, reader: GraspSource) -> FrameStore:
         """The frame store of the reader's root and camera, opened (built when missing or
         stale) once a process; forked workers inherit it."""
         key = (reader.root, reader.camera, reader.graspness_dir, self._mask_outlier,
-               self.cache_dir)
+               self.cache_dir or default_cache_dir())
         if key not in _frame_stores:
             _frame_stores[key] = open_frame_store(reader, self._mask_outlier, self.cache_dir)
         return _frame_stores[key]
 
-    def prepare(self, data_root: str, camera: Optional[str] = None) -> List[FrameStore]:
+    def prepare(self, data_root: str, camera: Optional[str] = None,
+                reader: Optional[GraspSource] = None) -> List[FrameStore]:
         """With ``source='frames'``, open (and build when needed) the frame store in the main
-        process, before workers fork: of ``camera``, or of every camera with scenes under
-        ``data_root`` when the caller does not say which one it reads."""
+        process, before workers fork (see :func:`prepared_readers`)."""
         if self.source != 'frames':
             return []
-        cameras = [camera] if camera else open_reader(data_root).cameras
-        readers = [open_reader(data_root, c) for c in cameras]
-        return [self.frame_store(r) for r in readers if camera or camera_scenes(r)]
+        return [self.frame_store(r) for r in prepared_readers(data_root, camera, reader)]
 
     def transform(self, results: dict) -> dict:
         reader, scene, frame = results['reader'], results['scene'], results['frame']

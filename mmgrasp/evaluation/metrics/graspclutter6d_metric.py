@@ -77,13 +77,13 @@ class GraspClutter6DMetric(BaseMetric):
             run.setdefault(scene, []).append(frame)
         run = {s: sorted(set(f)) for s, f in sorted(run.items())}
         scenes = list(run)
-        accuracy = gc6d.evaluate_dump(self.data_root, self.dump_dir, self.camera, scenes,
-                                      self.nproc, self.sdf_sample_seed)
-        test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
-        covered = gc6d.coverage(run, test_split)
         # the frames run only: a frame not run (a sample, or a dump left in the folder by
         # another run) would score zeros, or another run's grasps, as if it had been run
-        figures = gc6d.summarize({s: accuracy[s][run[s]] for s in scenes})
+        accuracy = gc6d.evaluate_dump(self.data_root, self.dump_dir, self.camera, scenes,
+                                      self.nproc, self.sdf_sample_seed, frames=run)
+        test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
+        covered = gc6d.coverage(run, test_split)
+        figures = gc6d.summarize(accuracy)
         payload = dict(figures=figures, scenes=scenes, camera=self.camera,
                        test_split=covered['complete'], coverage=covered, protocol=self.protocol,
                        settings=self.settings, dump_dir=os.path.abspath(self.dump_dir))

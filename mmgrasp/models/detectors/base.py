@@ -32,6 +32,10 @@ class GraspDetector(BaseModel):
     ``point_ops`` ('auto', 'torch', 'triton'; see :mod:`mmgrasp.ops.numerics`) chooses the
     samplers' and queries' implementation for the forward passes; logged when built."""
 
+    #: What the score column of ``pred_grasps`` is, in a few words (a picture's legend): each
+    #: method ranks its grasps on its own scale, so scores of two methods do not compare.
+    score_label = 'grasp score'
+
     def __init__(self, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
                  point_ops: str = 'auto'):

@@ -11,16 +11,15 @@ from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.economic_heads import InteractiveCylinderCrop, InteractiveGraspHead
-from ..heads.gsnet_heads import ApproachHead, GraspableHead
 from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
-from .base import GraspDetector
-from .gsnet import GSNet, batch_generator
+from .graspness_seeds import GraspnessSeedDetector, batch_generator
 
 
 @MODELS.register_module()
-class EconomicGrasp(GraspDetector):
+class EconomicGrasp(GraspnessSeedDetector):
     """Backbone → objectness/graspness → graspable mask + FPS seeds → view scores (drawn view
-    in training, argmax at inference) → (training) label assignment → cylinder crops with
+    in training, argmax at inference; GSNet's stages, :class:`GraspnessSeedDetector`) →
+    (training) label assignment → cylinder crops with
     attention → angle/depth/score classes and width.
 
     The assigner (EconomicGrasp's ``process_grasp_labels``) runs inside :meth:`loss`, after
@@ -42,6 +41,8 @@ class EconomicGrasp(GraspDetector):
         point_ops: the point-op backend (see :class:`GraspDetector`).
     """
 
+    score_label = 'Σ 0.2k·logit_k (raw logits, not 0-1)'
+
     #: the crop module after the view selection (FineGrasp swaps in its multi-scale crop)
     crop_type = InteractiveCylinderCrop
 
@@ -51,24 +52,15 @@ class EconomicGrasp(GraspDetector):
                  head: Optional[dict] = None, loss: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
                  test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
-        self.backbone = build_in_scope(MODELS, backbone)
-        channels = self.backbone.out_channels
-        self.graspable_head = GraspableHead(channels)
-        self.approach_head = ApproachHead(channels, num_views)
-        self.crop = self.crop_type(channels, **(crop or {}))
+        super().__init__(backbone, num_seeds, graspness_threshold, seed, num_views,
+                         data_preprocessor, init_cfg, test_cfg, point_ops)
+        self.crop = self.crop_type(self.backbone.out_channels, **(crop or {}))
         self.grasp_head = InteractiveGraspHead(self.crop.out_channels, num_angles, num_depths,
                                                **(head or {}))
         self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
             type='EconomicAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='EconomicGraspLoss'))
-        self.num_seeds = num_seeds
-        self.graspness_threshold = graspness_threshold
-        self.seed = seed
         self.num_angles = num_angles
-
-    # the same seed stage as GSNet's (backbone, graspable mask, FPS among graspable points)
-    _seed_stage = GSNet._seed_stage
 
     def _grasp_stage(self, out: Dict[str, Tensor], rotations: Tensor, seed_features: Tensor,
                      generator: Optional[torch.Generator]) -> Dict[str, Tensor]:
@@ -86,10 +78,8 @@ class EconomicGrasp(GraspDetector):
                            f'to the training pipeline')
         out = self._seed_stage(inputs)
         with self.timer('view'):
-            view_scores, residual = self.approach_head(out['seed_features'])
             generator = batch_generator(data_samples, self.seed, out['seeds'].device)
-            top_view = self.approach_head.choose_views(view_scores, generator)
-            seed_features = out['seed_features'] + residual
+            view_scores, top_view, seed_features = self._views(out, generator)
         with self.timer('assigner'), explain_deferred_grid_access(type(self.assigner).__name__):
             targets = self.assigner.assign(out['seeds'], top_view,
                                            [s.economic_labels for s in data_samples])
@@ -111,10 +101,9 @@ class EconomicGrasp(GraspDetector):
         clamp(1.2 · w / 10, 0, 0.1), height 0.02, depth = (argmax + 1) · 0.01, rotation of
         the argmax view and angle argmax · π / A, translation the seed, object id −1."""
         out = self._seed_stage(inputs)
-        view_scores, residual = self.approach_head(out['seed_features'])
-        top_view = self.approach_head.choose_views(view_scores, None)
+        _, top_view, seed_features = self._views(out, None)
         rotations = self.approach_head.view_rotations(top_view)
-        pred = self._grasp_stage(out, rotations, out['seed_features'] + residual, None)
+        pred = self._grasp_stage(out, rotations, seed_features, None)
         score = self.grasp_head.composite_score(pred['score'])
         angle = pred['angle'].argmax(dim=1).float() * math.pi / self.num_angles
         depth = (pred['depth'].argmax(dim=1) + 1).float() * 0.01

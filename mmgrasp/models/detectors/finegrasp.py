@@ -12,7 +12,7 @@ the loss: the seven loss classes the FineGrasp config builds (``ObjectnessLoss``
 with weights 1, 10, 100, 1, 1, 1, 10) compute term for term what ``loss_economicgrasp.py``
 computes, so the loss is :class:`~mmgrasp.models.losses.EconomicGraspLoss`.
 """
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -20,7 +20,6 @@ from torch import Tensor
 from mmgrasp.registry import MODELS
 from ..heads.finegrasp_heads import MultiScaleInteractiveCrop
 from .economicgrasp import EconomicGrasp
-from .gsnet import GSNet
 
 
 @MODELS.register_module()
@@ -61,6 +60,3 @@ class FineGrasp(EconomicGrasp):
             raise ValueError(f"FineGrasp: inputs['normals'] {tuple(normals.shape)} does not "
                              f"match inputs['points'] {tuple(points.shape)}")
         return torch.cat([points, normals.to(points.dtype)], dim=-1)
-
-    def _seed_stage(self, inputs: dict) -> Dict[str, Tensor]:
-        return GSNet._seed_stage(self, inputs, self.input_features(inputs))

@@ -62,6 +62,8 @@ class GraspNetBaseline(GraspDetector):
     ``grasp_labels`` (GraspLabelBatch; training).
     """
 
+    score_label = 'score × tolerance / 0.05'
+
     def __init__(self, backbone: Optional[dict] = None, approach: Optional[dict] = None,
                  crop: Optional[dict] = None, operation: Optional[dict] = None,
                  tolerance: Optional[dict] = None, assigner: Optional[dict] = None,
@@ -218,6 +220,8 @@ class ScaleBalancedGrasp(GraspNetBaseline):
     ``dict(type='ScaleStatisticHook')`` to ``custom_hooks`` or pass ``scale_statistic`` to the
     assigner. Arguments as :class:`GraspNetBaseline`.
     """
+
+    score_label = 'score × P(object) × tolerance / 0.05'
 
     @staticmethod
     def default_backbone() -> dict:

@@ -2,33 +2,22 @@
 import math
 from typing import Dict, List, Optional
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
-from ..heads.gsnet_heads import ApproachHead, CloudCrop, GraspableHead, SWADHead
-from mmgrasp.ops.point_ops import furthest_point_sample, gather_points
+from ..heads.gsnet_heads import CloudCrop, SWADHead
 from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
-from .base import GraspDetector
-
-
-def batch_generator(data_samples: List[GraspDataSample], seed: int,
-                    device: torch.device) -> torch.Generator:
-    """A generator for the model's own random draws, derived from (seed, epoch, sample indices)
-    only: dense and deferred runs, any worker count and a resumed run draw the same."""
-    keys = [seed] + [int(v) for s in data_samples
-                     for v in (s.metainfo.get('epoch', 0), s.metainfo.get('sample_idx', 0))]
-    state = int(np.random.SeedSequence(keys).generate_state(1, np.uint64)[0] >> np.uint64(1))
-    return torch.Generator(device=device).manual_seed(state)
+from .graspness_seeds import GraspnessSeedDetector, batch_generator
 
 
 @MODELS.register_module()
-class GSNet(GraspDetector):
-    """Backbone → objectness/graspness → graspable mask + FPS seeds → approach views →
-    (training) label matching → cylinder crops → score/width.
+class GSNet(GraspnessSeedDetector):
+    """Backbone → objectness/graspness → graspable mask + FPS seeds → approach views (the
+    stages of :class:`GraspnessSeedDetector`) → (training) label matching → cylinder crops →
+    score/width.
 
     The assigner runs inside :meth:`loss`, after the seeds are chosen: with deferred grids that
     is where the label rows are read. The wall time of each part is in ``self.timer``
@@ -43,43 +32,22 @@ class GSNet(GraspDetector):
         crop, loss, num_views/num_angles/num_depths: head and loss settings.
     """
 
+    score_label = 'predicted grasp score (labels 0-1)'
+
     def __init__(self, backbone: dict, assigner: Optional[dict] = None, num_seeds: int = 1024,
                  graspness_threshold: float = 0.1, seed: int = 0, num_views: int = 300,
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
                  point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
-        self.backbone = build_in_scope(MODELS, backbone)
-        channels = self.backbone.out_channels
-        self.graspable_head = GraspableHead(channels)
-        self.approach_head = ApproachHead(channels, num_views)
-        self.crop = CloudCrop(channels, **(crop or {}))
+        super().__init__(backbone, num_seeds, graspness_threshold, seed, num_views,
+                         data_preprocessor, init_cfg, test_cfg, point_ops)
+        self.crop = CloudCrop(self.backbone.out_channels, **(crop or {}))
         self.swad_head = SWADHead(self.crop.out_channels, num_angles, num_depths)
         self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
             type='NearestLabelAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='GSNetLoss'))
-        self.num_seeds = num_seeds
-        self.graspness_threshold = graspness_threshold
-        self.seed = seed
         self.num_depths = num_depths
-
-    def _seed_stage(self, inputs: dict, feats: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """``feats`` (B, N, C_in): the backbone's per-point input features (None: the
-        backbone's default, GSNet's all ones)."""
-        points = inputs['points']
-        with self.timer('backbone'):
-            features = self.backbone(points) if feats is None else self.backbone(points, feats)
-            objectness, graspness = self.graspable_head(features)
-        with self.timer('seed_selection'):
-            graspable = (objectness.argmax(dim=1) == 1) & (graspness > self.graspness_threshold)
-            # early in training nothing may be graspable yet: then every point is eligible
-            graspable = graspable | ~graspable.any(dim=1, keepdim=True)
-            index = furthest_point_sample(points, self.num_seeds, graspable)
-            seeds = torch.gather(points, 1, index[..., None].expand(-1, -1, 3))
-            seed_features = gather_points(features, index)
-        return dict(objectness=objectness, graspness=graspness, seeds=seeds,
-                    seed_features=seed_features)
 
     def loss(self, inputs: dict, data_samples: List[GraspDataSample]) -> Dict[str, Tensor]:
         if 'grasp_labels' not in inputs:
@@ -88,10 +56,8 @@ class GSNet(GraspDetector):
         out = self._seed_stage(inputs)
         seeds = out['seeds']
         with self.timer('view'):
-            view_scores, residual = self.approach_head(out['seed_features'])
             generator = batch_generator(data_samples, self.seed, seeds.device)
-            top_view = self.approach_head.choose_views(view_scores, generator)
-            seed_features = out['seed_features'] + residual
+            view_scores, top_view, seed_features = self._views(out, generator)
         with self.timer('assigner'), explain_deferred_grid_access(type(self.assigner).__name__):
             labels = inputs['grasp_labels']
             matched = self.assigner.assign(seeds, labels)
@@ -113,9 +79,7 @@ class GSNet(GraspDetector):
         """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height, depth, rotation
         (3×3, row-major), translation, object id (−1), as GraspNet's evaluation expects."""
         out = self._seed_stage(inputs)
-        view_scores, residual = self.approach_head(out['seed_features'])
-        top_view = self.approach_head.choose_views(view_scores, None)
-        seed_features = out['seed_features'] + residual
+        _, top_view, seed_features = self._views(out, None)
         rotations = self.approach_head.view_rotations(top_view)
         score, width = self.swad_head(self.crop(out['seeds'], seed_features, rotations))
         B, Ns, A, D = score.shape

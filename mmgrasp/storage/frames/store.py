@@ -30,13 +30,15 @@ atomically as a version beside the ones in use (see :mod:`.derived_assets`) and 
 its sources' (size, mtime) on every open; a stale store is rebuilt as a new version.
 """
 import contextlib
+import functools
 import hashlib
 import io
 import json
+import multiprocessing
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 from mmengine.logging import print_log
@@ -47,7 +49,10 @@ from ..labels.store import default_cache_dir
 
 FORMAT_VERSION = 1
 _IMAGE_FILES = ('depth', 'label', 'meta')
-_NPY_HEADER = 128  # bytes: numpy's v1.0 header of any 1-d shape
+_NPY_HEADER = 128  # bytes: numpy's v1.0 header of a shape of up to four dimensions
+#: Frames from which a build decodes in several processes (unless told how many).
+PARALLEL_FRAMES = 64
+T = TypeVar('T')
 
 
 class FrameStoreError(RuntimeError):
@@ -208,7 +213,7 @@ def frame_store_path(root: str, camera: str, outlier: Optional[float],
     return os.path.join(cache_dir or default_cache_dir(), name)
 
 
-def _fingerprint(path: str) -> Tuple[int, int]:
+def fingerprint(path: str) -> Tuple[int, int]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -216,7 +221,8 @@ def _fingerprint(path: str) -> Tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _frame_sources(reader: GraspSource, scene: int, frame: int) -> List[str]:
+def frame_sources(reader: GraspSource, scene: int, frame: int) -> List[str]:
+    """The files a frame store row is decoded from: depth, label, meta, graspness."""
     return [reader.frame_path(scene, kind, frame) for kind in _IMAGE_FILES] + \
         [reader.graspness_path(scene, frame)]
 
@@ -226,13 +232,14 @@ def camera_scenes(reader: GraspSource) -> List[int]:
     return reader.present_scenes()
 
 
-def _scene_sources(reader: GraspSource, scene: int) -> Dict[str, List[int]]:
+def scene_fingerprints(reader: GraspSource, scene: int) -> Dict[str, List[int]]:
     """(size, mtime) of the per-scene files (camera intrinsics and poses), by file name."""
-    return {os.path.basename(path): list(_fingerprint(path))
+    return {os.path.basename(path): list(fingerprint(path))
             for path in reader.trajectory_files(scene)}
 
 
-def _rows(manifest: dict) -> List[Tuple[int, int]]:
+def manifest_rows(manifest: dict) -> List[Tuple[int, int]]:
+    """The (scene, frame) of each row of a store, from its manifest."""
     return [(int(scene), frame) for scene, (_, count) in manifest['scenes'].items()
             for frame in range(count)]
 
@@ -245,7 +252,7 @@ class FrameStore:
         self.path, self.manifest = path, manifest
         self.hold = hold  # keeps this version on disk while the store is in use
         self.rows: Dict[Tuple[int, int], int] = {
-            (scene, frame): row for row, (scene, frame) in enumerate(_rows(manifest))}
+            (scene, frame): row for row, (scene, frame) in enumerate(manifest_rows(manifest))}
         for name in ('point_offsets', 'graspness_offsets', 'graspness_rows', 'object_offsets',
                      'object_ids', 'poses', 'intrinsics', 'camera_to_table', 'factor_depth',
                      'width'):
@@ -278,42 +285,59 @@ class FrameStore:
 def stale_reason(manifest: dict, fingerprints: np.ndarray, reader: GraspSource,
                  outlier: Optional[float]) -> Optional[str]:
     """Why a store may not be used for this reader and mask (None when it may)."""
-    if manifest.get('format_version') != FORMAT_VERSION:
-        return (f'format version {manifest.get("format_version")}, this mmgrasp reads '
-                f'{FORMAT_VERSION}')
-    expected = dict(root=reader.root, camera=reader.camera, outlier=outlier,
-                    graspness_dir=os.path.abspath(reader.graspness_dir))
+    return (built_for(manifest, FORMAT_VERSION, root=reader.root, camera=reader.camera,
+                      outlier=outlier, graspness_dir=os.path.abspath(reader.graspness_dir))
+            or sources_changed(manifest, fingerprints, reader, frame_sources))
+
+
+def built_for(manifest: dict, version: int, **expected) -> Optional[str]:
+    """Why a store's manifest is not of format ``version`` and of the ``expected`` settings
+    (None when it is)."""
+    if manifest.get('format_version') != version:
+        return f'format version {manifest.get("format_version")}, this mmgrasp reads {version}'
     for key, value in expected.items():
         if manifest.get(key) != value:
             return f'it was built with {key}={manifest.get(key)!r}, not {value!r}'
+    return None
+
+
+def sources_changed(manifest: dict, fingerprints: np.ndarray, reader: GraspSource,
+                    sources: Callable[[GraspSource, int, int], List[str]]) -> Optional[str]:
+    """Which scene or source file changed since a store was built (None when none did):
+    the scenes of the camera, their per-scene files, and each frame's ``sources``, whose
+    (size, mtime) were recorded in ``fingerprints``."""
     if [int(s) for s in manifest['scenes']] != camera_scenes(reader):
         return f'the set of scenes with a {reader.camera}/ folder changed'
-    for scene, sources in manifest['scene_sources'].items():
-        current = _scene_sources(reader, int(scene))
-        for name in sorted(set(current) | set(sources)):
-            if current.get(name) != sources.get(name):
+    for scene, recorded in manifest['scene_sources'].items():
+        current = scene_fingerprints(reader, int(scene))
+        for name in sorted(set(current) | set(recorded)):
+            if current.get(name) != recorded.get(name):
                 return f'source {name} of scene {scene} changed since the store was built'
-    rows = _rows(manifest)
-    current = np.array([[_fingerprint(p) for p in _frame_sources(reader, *r)] for r in rows],
+    rows = manifest_rows(manifest)
+    current = np.array([[fingerprint(p) for p in sources(reader, *r)] for r in rows],
                        np.int64).reshape(fingerprints.shape)
     changed = np.argwhere((current != fingerprints).any(axis=2))
     if len(changed):
         row, kind = changed[0]
-        path = _frame_sources(reader, *rows[row])[kind]
+        path = sources(reader, *rows[row])[kind]
         return (f'{len(changed)} source files changed, appeared or disappeared since the store '
                 f'was built, e.g. {path}')
     return None
 
 
-class _NpyAppender:
-    """A .npy file written in chunks; its header (the final shape) is written last."""
+class NpyAppender:
+    """A .npy file of ``(rows, *item_shape)`` written in chunks of rows; its header (the final
+    shape) is written last."""
 
-    def __init__(self, path: str, dtype: type):
+    def __init__(self, path: str, dtype: type, item_shape: Tuple[int, ...] = ()):
         self.file = open(path, 'wb')
         self.file.seek(_NPY_HEADER)
-        self.dtype, self.rows = np.dtype(dtype), 0
+        self.dtype, self.rows, self.item_shape = np.dtype(dtype), 0, tuple(item_shape)
 
     def append(self, array: np.ndarray) -> None:
+        if array.shape[1:] != self.item_shape:
+            raise ValueError(f'{self.file.name}: rows of shape {self.item_shape} expected, got '
+                             f'{array.shape[1:]}')
         self.file.write(np.ascontiguousarray(array, dtype=self.dtype).data)
         self.rows += len(array)
 
@@ -322,55 +346,119 @@ class _NpyAppender:
         header = io.BytesIO()
         np.lib.format.write_array_header_1_0(header, dict(
             descr=np.lib.format.dtype_to_descr(self.dtype), fortran_order=False,
-            shape=(self.rows,)))
+            shape=(self.rows, *self.item_shape)))
         assert header.tell() == _NPY_HEADER, header.getvalue()
         self.file.seek(0)
         self.file.write(header.getvalue())
 
-    def __enter__(self) -> '_NpyAppender':
+    def __enter__(self) -> 'NpyAppender':
         return self
 
     def __exit__(self, *exc) -> None:
         self.file.close()
 
 
-def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float]) -> dict:
+def build_workers(num_frames: int, workers: Optional[int] = None) -> int:
+    """Processes that decode a store's frames: ``workers`` when given, else 1 for fewer than
+    :data:`PARALLEL_FRAMES` frames (a demo) and up to 8 of this process's CPUs beyond."""
+    if workers is not None:
+        if workers < 1:
+            raise ValueError(f'workers must be >= 1, got {workers}')
+        return int(workers)
+    return 1 if num_frames < PARALLEL_FRAMES else max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+_task: Optional[Callable] = None  # the decode function of the build in progress (forked)
+
+
+def _run_task(row: Tuple[int, int]):
+    return _task(row)
+
+
+def decode_frames(decode: Callable[[Tuple[int, int]], T], rows: Sequence[Tuple[int, int]],
+                  workers: int) -> Iterator[T]:
+    """``decode(row)`` for every (scene, frame) row, in order: here, or in ``workers`` forked
+    processes (a frame's PNG/MAT decoding is independent of the others). An error raised while
+    decoding is raised here, naming its file."""
+    global _task
+    if workers <= 1 or len(rows) <= 1:
+        yield from map(decode, rows)
+        return
+    _task = decode
+    try:
+        with multiprocessing.get_context('fork').Pool(min(workers, len(rows))) as pool:
+            yield from pool.imap(_run_task, rows, chunksize=2)
+    finally:
+        _task = None
+
+
+def frame_rows(reader: GraspSource) -> Tuple[List[int], List[Tuple[int, int]]]:
+    """The scenes with a folder of the reader's camera and their (scene, frame) rows, in store
+    order; an error naming the scenes folder when there is none."""
     scenes = camera_scenes(reader)
-    if not scenes:
+    rows = [(scene, frame) for scene in scenes for frame in range(reader.num_frames(scene))]
+    if not rows:
         raise DatasetFileError(os.path.join(reader.root, 'scenes'),
-                               f'no scene with a {reader.camera} camera')
+                               f'no frame of a {reader.camera} camera')
+    return scenes, rows
+
+
+def build_note(what: str, reader: GraspSource, option: str) -> str:
+    """What a frame that cannot be decoded means for a store's build, and the ways out."""
+    return (f'while building the {what} of {reader.root} ({reader.camera}), which decodes every '
+            f'frame of every scene with a {reader.camera} folder: repair or remove the file, or '
+            f'read the dataset files per sample with {option}')
+
+
+def _decode_points(reader: GraspSource, outlier: Optional[float],
+                   row: Tuple[int, int]) -> Tuple[List[Tuple[int, int]], FrameArrays]:
+    scene, frame = row
+    sources = frame_sources(reader, scene, frame)
+    fingerprints = [fingerprint(path) for path in sources]
+    try:
+        arrays = read_frame(reader, scene, frame, outlier, with_graspness=fingerprints[3][0] >= 0)
+        if len(arrays.seg) and arrays.seg.max() > 255:
+            raise DatasetFileError(sources[1], f'segmentation value {arrays.seg.max()} does not '
+                                               f"fit the frame store's uint8")
+    except ValueError as exc:
+        exc.add_note(build_note('frame store', reader, "LoadGraspScene(source='files')"))
+        raise
+    return fingerprints, arrays
+
+
+def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float],
+                workers: Optional[int] = None) -> dict:
+    scenes, rows = frame_rows(reader)
     per_frame: Dict[str, list] = {name: [] for name in (
         'num_points', 'num_graspness', 'graspness_rows', 'object_ids', 'poses', 'intrinsics',
         'camera_to_table', 'factor_depth', 'width', 'fingerprints')}
-    manifest_scenes, scene_sources, t0 = {}, {}, time.time()
+    manifest_scenes, t0 = {}, time.time()
+    scene_sources = {f'{scene:04d}': scene_fingerprints(reader, scene) for scene in scenes}
+    processes = build_workers(len(rows), workers)
     with contextlib.ExitStack() as files:
-        points = {name: files.enter_context(_NpyAppender(f'{tmp}/{name}.npy', dtype))
+        points = {name: files.enter_context(NpyAppender(f'{tmp}/{name}.npy', dtype))
                   for name, dtype in (('depth', np.uint16), ('pixels', np.int32),
                                       ('seg', np.uint8), ('graspness', np.float32))}
-        for i, scene in enumerate(scenes):
-            scene_sources[f'{scene:04d}'] = _scene_sources(reader, scene)
-            count = reader.num_frames(scene)
-            manifest_scenes[f'{scene:04d}'] = [len(per_frame['width']), count]
-            for frame in range(count):
-                sources = _frame_sources(reader, scene, frame)
-                fingerprints = [_fingerprint(path) for path in sources]
-                arrays = read_frame(reader, scene, frame, outlier,
-                                    with_graspness=fingerprints[3][0] >= 0)
-                if len(arrays.seg) and arrays.seg.max() > 255:
-                    raise DatasetFileError(sources[1], f'segmentation value {arrays.seg.max()} '
-                                                       f"does not fit the frame store's uint8")
-                aligned = arrays.graspness_rows == len(arrays.pixels)
-                for name, appender in points.items():
-                    if name != 'graspness' or aligned:
-                        appender.append(getattr(arrays, name))
-                per_frame['num_points'].append(len(arrays.pixels))
-                per_frame['num_graspness'].append(len(arrays.pixels) if aligned else 0)
-                for name in ('graspness_rows', 'object_ids', 'poses', 'intrinsics',
-                             'camera_to_table', 'factor_depth', 'width'):
-                    per_frame[name].append(getattr(arrays, name))
-                per_frame['fingerprints'].append(fingerprints)
-            print_log(f'frame store ({reader.camera}): scene {scene:04d} ({i + 1}/{len(scenes)},'
-                      f' {count} frames, {time.time() - t0:.1f}s)', logger='current')
+        decoded = decode_frames(functools.partial(_decode_points, reader, outlier), rows,
+                                processes)
+        for row, ((scene, frame), (fingerprints, arrays)) in enumerate(zip(rows, decoded)):
+            if frame == 0:
+                manifest_scenes[f'{scene:04d}'] = [row, reader.num_frames(scene)]
+            aligned = arrays.graspness_rows == len(arrays.pixels)
+            for name, appender in points.items():
+                if name != 'graspness' or aligned:
+                    appender.append(getattr(arrays, name))
+            per_frame['num_points'].append(len(arrays.pixels))
+            per_frame['num_graspness'].append(len(arrays.pixels) if aligned else 0)
+            for name in ('graspness_rows', 'object_ids', 'poses', 'intrinsics',
+                         'camera_to_table', 'factor_depth', 'width'):
+                per_frame[name].append(getattr(arrays, name))
+            per_frame['fingerprints'].append(fingerprints)
+            if frame == manifest_scenes[f'{scene:04d}'][1] - 1:
+                print_log(f'frame store ({reader.camera}): scene {scene:04d} '
+                          f'({scenes.index(scene) + 1}/{len(scenes)}, {frame + 1} frames, '
+                          f'{time.time() - t0:.1f}s, {processes} process'
+                          f'{"es" if processes > 1 else ""})', logger='current')
         for appender in points.values():
             appender.finish()
     counts = dict(point=per_frame['num_points'], graspness=per_frame['num_graspness'],
@@ -389,7 +477,8 @@ def _build_into(tmp: str, reader: GraspSource, outlier: Optional[float]) -> dict
                 scenes=manifest_scenes, scene_sources=scene_sources)
 
 
-def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
+def read_store_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
+    """A version's manifest and recorded source fingerprints (None when it has none)."""
     try:
         with open(os.path.join(store, MANIFEST)) as f:
             manifest = json.load(f)
@@ -402,24 +491,25 @@ def _read_manifest(store: str) -> Optional[Tuple[dict, np.ndarray]]:
 
 
 def build_frame_store(reader: GraspSource, outlier: Optional[float] = 0.02,
-                      cache_dir: Optional[str] = None, force: bool = False) -> FrameStore:
+                      cache_dir: Optional[str] = None, force: bool = False,
+                      workers: Optional[int] = None) -> FrameStore:
     """Build (or rebuild, with ``force``) the frame store of ``reader``'s root and camera as a new
     version (see :mod:`.derived_assets`) unless an up-to-date one exists, and return it opened;
     ``outlier=None`` stores the cloud without the workspace mask."""
-    return open_frame_store(reader, outlier, cache_dir, build=True, force=force)
+    return open_frame_store(reader, outlier, cache_dir, build=True, force=force, workers=workers)
 
 
 def open_frame_store(reader: GraspSource, outlier: Optional[float] = 0.02,
                      cache_dir: Optional[str] = None, build: bool = True,
-                     force: bool = False) -> FrameStore:
+                     force: bool = False, workers: Optional[int] = None) -> FrameStore:
     """Open the frame store of ``reader``'s root and camera; build it first when missing or
-    stale and ``build`` is set."""
+    stale and ``build`` is set, decoding in ``workers`` processes (:func:`build_workers`)."""
     store = frame_store_path(reader.root, reader.camera, outlier, reader.graspness_dir,
                              cache_dir)
     hint = (f'Rebuild it with `python tools/data/build_frame_store.py {reader.root} --camera '
             f'{reader.camera}`')
-    return open_or_build(store, 'frame store', FrameStoreError, _read_manifest,
+    return open_or_build(store, 'frame store', FrameStoreError, read_store_manifest,
                          lambda found: stale_reason(*found, reader, outlier),
-                         lambda tmp: _build_into(tmp, reader, outlier),
+                         lambda tmp: _build_into(tmp, reader, outlier, workers),
                          lambda path, found, hold: FrameStore(path, found[0], hold),
                          build=build, force=force, rebuild_hint=hint)

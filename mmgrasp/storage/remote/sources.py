@@ -14,7 +14,8 @@ retries. So a request ends within ``timeout × (1 + retries)`` plus the backoffs
 (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, instance metadata), never from a config
 (:mod:`mmgrasp.storage.secrets`); ``storage_options`` carries the store's other configuration
 keys (``endpoint``, ``region``, ``virtual_hosted_style_request``, ``skip_signature``, …; the
-names :data:`mmgrasp.storage.secrets.STORE_KEYS` holds for the URL's scheme, none for HTTP).
+names :data:`mmgrasp.storage.secrets.STORE_KEYS` holds for the URL's scheme; none for HTTP and
+``file://``, where any is refused).
 Plain-HTTP endpoints are allowed (an S3-compatible server on a cluster's own network, MinIO,
 moto in the tests); an ``https://`` endpoint stays TLS.
 
@@ -30,7 +31,7 @@ from datetime import timedelta
 from typing import Dict, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ..secrets import unknown_store_keys
+from ..secrets import SCHEME_KEYS, STORE_KEYS, unknown_store_keys
 
 _URL = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*://')
 #: Option names that set what RemoteOptions sets (timeouts and retries at one level only).
@@ -133,11 +134,15 @@ class ObjectSource:
             except ImportError as exc:
                 raise ImportError('remote label stores read through obstore: pip install '
                                   '"mmgrasp[remote]"') from exc
-            unknown = unknown_store_keys(urlsplit(base).scheme, self.storage_options)
-            if unknown:  # obstore would refuse them too, or panic on a client option
+            scheme = urlsplit(base).scheme
+            unknown = unknown_store_keys(scheme, self.storage_options)
+            if unknown:  # obstore would refuse them, panic on them, or (file://) ignore them
+                takes_none = not STORE_KEYS.get(SCHEME_KEYS.get(scheme.lower(), ''), True)
                 raise RemoteReadError(url, None, None, f'cannot open a client for {base}: '
                                       f'storage_options {unknown} are no obstore configuration '
-                                      f'keys of this scheme (see mmgrasp.storage.secrets)')
+                                      f'keys of {scheme}:// ' + (
+                                          '(it takes none: drop them)' if takes_none
+                                          else '(see mmgrasp.storage.secrets)'))
             options = dict(client_options=self._client_options(),
                            retry_config=self._retry_config())
             if not base.startswith(('http://', 'https://', 'file://')):

@@ -6,6 +6,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from mmgrasp.apis import GraspInferencer
 from mmgrasp.storage.frames.store import masked_pixels
@@ -173,3 +174,25 @@ def test_inferencer_names_bad_input(setup):
         inferencer(np.zeros_like(depth), k, mask=everything)
     with pytest.raises(FileNotFoundError, match='missing.png'):
         inferencer('missing.png', k)
+
+
+def test_grasp_demo_reproduces_the_dump_of_a_dataset_frame(setup, synthetic_root, tmp_path):
+    """demo/grasp_demo.py --scene/--frame draws the frame's points as the test dataset does
+    (its frame id) and so writes exactly tools/test.py's grasps for it, after the NMS; output
+    folders that do not exist yet are created."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('grasp_demo', os.path.join(REPO, 'demo',
+                                                                             'grasp_demo.py'))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    config, checkpoint, dump = setup
+    saved = str(tmp_path / 'new' / 'folder' / 'grasps.npy')
+    threads = torch.get_num_threads()
+    assert demo.main(['--data-root', synthetic_root, '--scene', '1', '--frame', '2', '--config',
+                      config, '--checkpoint', checkpoint, '--out',
+                      str(tmp_path / 'pictures' / 'frame.png'), '--save-grasps', saved]) == 0
+    expected = np.load(os.path.join(dump, 'scene_0001', 'realsense', '0002.npy'))
+    assert len(expected) > 0
+    np.testing.assert_array_equal(np.load(saved), grasp_nms(expected).astype(np.float32))
+    assert os.path.isfile(tmp_path / 'pictures' / 'frame.png')
+    assert torch.get_num_threads() == threads  # the config's count only while predicting

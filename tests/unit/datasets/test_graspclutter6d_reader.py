@@ -176,17 +176,20 @@ def test_collision_rows_must_match_label_points(copy):
         open_label_store(GraspClutter6DReader(copy), os.path.join(copy, '..', 'cache'))
 
 
-def _reader_without_image(gc6d_root, tmp_path, annotation):
+def _reader_without_image(gc6d_root, tmp_path, annotation, everywhere=False):
+    """A copy of test scene 3 whose scene_camera.json lacks the d435's ``annotation``; with
+    ``everywhere``, scene_gt.json and the image's depth, label and RGB PNGs lack it too."""
     root = str(tmp_path / 'gc6d')
     shutil.copytree(os.path.join(gc6d_root, 'scenes', '000003'),
                     os.path.join(root, 'scenes', '000003'))
     reader = GraspClutter6DReader(root, 'realsense-d435')
     path = reader.scene_camera_path(3)
-    with open(path) as f:
-        entries = json.load(f)
-    del entries[str(reader.image_id(annotation))]
-    with open(path, 'w') as f:
-        json.dump(entries, f)
+    key = str(reader.image_id(annotation))
+    _edit_json(path, lambda entries: entries.pop(key))
+    if everywhere:
+        _edit_json(reader.frame_path(3, 'meta', 0), lambda gt: gt.pop(key))
+        for kind in ('depth', 'label', 'rgb'):
+            os.remove(reader.frame_path(3, kind, annotation))
     return reader, path
 
 
@@ -201,8 +204,42 @@ def test_a_missing_image_inside_the_annotations_names_file_and_image(gc6d_root, 
         reader.num_frames(3)
 
 
+def test_the_last_image_missing_from_one_file_names_it(gc6d_root, tmp_path):
+    """The last annotation gone from scene_camera.json alone: scene_gt.json and the PNGs still
+    hold the frame, so the scene is not shorter, it is inconsistent (the frame used to drop
+    out silently)."""
+    reader, path = _reader_without_image(gc6d_root, tmp_path, 2)
+    image = reader.image_id(2)
+    with pytest.raises(DatasetFileError, match=rf"{re.escape(path)}: no entry for image {image} "
+                                               rf"\(camera realsense-d435, annotation 2\) while "
+                                               rf".*scene_gt\.json holds it"):
+        reader.num_frames(3)
+
+
+@pytest.mark.parametrize('kind', ['meta', 'depth', 'label', 'rgb'])
+def test_an_image_missing_from_one_per_image_file_names_file_and_image(gc6d_root, tmp_path,
+                                                                      kind):
+    """The same check the other way: a frame scene_camera.json lists but one of scene_gt.json
+    and the depth, label and RGB PNGs lacks is named with that file and the image."""
+    root = str(tmp_path / 'gc6d')
+    shutil.copytree(os.path.join(gc6d_root, 'scenes', '000003'),
+                    os.path.join(root, 'scenes', '000003'))
+    reader = GraspClutter6DReader(root, 'realsense-d435')
+    path = reader.frame_path(3, kind, 2)
+    if kind == 'meta':
+        _edit_json(path, lambda gt: gt.pop(str(reader.image_id(2))))
+    else:
+        os.remove(path)
+    with pytest.raises(DatasetFileError, match=rf"{re.escape(path)}: no (entry|file) for image "
+                                               rf"{reader.image_id(2)} \(camera realsense-d435, "
+                                               rf"annotation 2\) while .*scene_camera\.json "
+                                               rf"lists it"):
+        reader.num_frames(3)
+
+
 def test_a_frame_past_the_last_image_names_file_and_images(gc6d_root, tmp_path):
-    reader, path = _reader_without_image(gc6d_root, tmp_path, 2)  # a shorter scene: allowed
+    # a shorter scene: allowed when every per-image file ends there
+    reader, path = _reader_without_image(gc6d_root, tmp_path, 2, everywhere=True)
     assert reader.num_frames(3) == 2
     with pytest.raises(ValueError, match=rf'frame 2 out of range: scene 3 \(realsense-d435\) has '
                                          rf'2 annotations in {re.escape(path)} \(image ids '

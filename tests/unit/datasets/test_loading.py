@@ -122,7 +122,7 @@ def test_workspace_mask_hand_example():
 
 def test_load_fake_frame_without_replacement():
     reader = FakeReader()
-    out = LoadGraspScene(num_points=5)(fake_results(reader))
+    out = LoadGraspScene(source='files', num_points=5)(fake_results(reader))
     # depth > 0 drops (0, 2); the workspace box of the foreground (z in [1, 2]) drops z = 9
     cloud = depth_to_cloud(reader.depth, reader.meta.intrinsics, 1000.0)
     keep = reader.depth > 0
@@ -145,7 +145,7 @@ def test_load_fake_frame_without_replacement():
 
 def test_load_masked_cloud_for_the_collision_filter():
     reader = FakeReader()
-    out = LoadGraspScene(num_points=5, with_masked_cloud=True)(fake_results(reader))
+    out = LoadGraspScene(source='files', num_points=5, with_masked_cloud=True)(fake_results(reader))
     cloud = depth_to_cloud(reader.depth, reader.meta.intrinsics, 1000.0)
     keep = reader.depth > 0
     keep[2, 3] = False
@@ -159,7 +159,7 @@ def test_load_masked_cloud_for_the_collision_filter():
 def test_load_fake_frame_with_replacement_and_graspness(tmp_path):
     graspness = np.arange(10, dtype=np.float32) / 10
     reader = FakeReader(graspness, tmp_path)
-    out = LoadGraspScene(num_points=25, with_graspness=True, voxel_size=0.005)(
+    out = LoadGraspScene(source='files', num_points=25, with_graspness=True, voxel_size=0.005)(
         fake_results(reader))
     idx = out['point_index']
     np.testing.assert_array_equal(idx[:10], np.arange(10))  # all points, then padding
@@ -169,11 +169,12 @@ def test_load_fake_frame_with_replacement_and_graspness(tmp_path):
 
     reader.graspness = np.zeros(9, np.float32)
     with pytest.raises(DatasetFileError, match=r'graspness\.npy.*9 rows.*10 points'):
-        LoadGraspScene(num_points=25, with_graspness=True)(fake_results(reader))
+        LoadGraspScene(source='files', num_points=25, with_graspness=True)(fake_results(reader))
 
 
 def test_load_without_workspace_keeps_every_reading():
-    out = LoadGraspScene(num_points=11, use_workspace=False)(fake_results(FakeReader()))
+    out = LoadGraspScene(source='files', num_points=11, use_workspace=False)(
+        fake_results(FakeReader()))
     assert out['num_masked'] == 11
     assert sorted(out['point_index']) == list(range(11))
 
@@ -282,7 +283,7 @@ class _Label:
 
 def test_pack_inputs_and_sample():
     reader = FakeReader()
-    results = LoadGraspScene(num_points=6, voxel_size=0.01)(fake_results(reader))
+    results = LoadGraspScene(source='files', num_points=6, voxel_size=0.01)(fake_results(reader))
     results['poses'] = results['poses'] + np.float32(1)  # as if augmented after labelling
     results.update(camera='realsense', sample_idx=4, epoch=2,
                    grasp_labels=[_Label(torch.zeros(3, 4), 1)],

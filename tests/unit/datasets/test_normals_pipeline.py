@@ -36,7 +36,7 @@ def table_angles(out) -> np.ndarray:
 @pytest.mark.parametrize('layout', ['graspnet', 'graspclutter6d'])
 def test_normals_are_the_samples_rows(layout, synthetic_root, gc6d_root):
     root, scene = (synthetic_root, 1) if layout == 'graspnet' else (gc6d_root, 1)
-    out = load(root, scene, 2)
+    out = load(root, scene, 2, source='files')
     normals = out['normals']
     assert normals.dtype == np.float32 and normals.shape == out['points'].shape
     np.testing.assert_array_equal(normals, estimate_normals(out['points']))

@@ -3,17 +3,21 @@ reference one, layout, staleness, errors and the CLI."""
 import glob
 import importlib.util
 import json
+import multiprocessing
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
 import torch
 
 from mmgrasp.datasets import GraspNetDataset
-from mmgrasp.storage.frames.store import (FrameStoreError, aligned_graspness, build_frame_store,
-                                          frame_store_path, masked_pixels, open_frame_store,
-                                          read_frame)
+from mmgrasp.datasets.transforms import loading
+from mmgrasp.storage.frames import store as store_module
+from mmgrasp.storage.frames.store import (PARALLEL_FRAMES, FrameStoreError, aligned_graspness,
+                                          build_frame_store, build_workers, frame_store_path,
+                                          masked_pixels, open_frame_store, read_frame)
 from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader
 from mmgrasp.datasets.transforms.loading import LoadGraspScene, depth_to_cloud, workspace_mask
 from mmgrasp.utils.random import sample_rng
@@ -42,7 +46,8 @@ def assert_same_results(a: dict, b: dict) -> None:
                                      dict(num_points=60000, use_workspace=False, voxel_size=0.01)])
 def test_frames_and_files_give_identical_samples(synthetic_root, options):
     reader = GraspNetReader(synthetic_root)
-    files, frames = LoadGraspScene(**options), LoadGraspScene(source='frames', **options)
+    files, frames = LoadGraspScene(source='files', **options), LoadGraspScene(**options)
+    assert frames.source == 'frames'  # the default
     for scene in (0, 1):
         for frame in range(3):
             for epoch in (0, 1):
@@ -162,3 +167,103 @@ def test_cli_builds_and_reports(synthetic_root, tmp_path, capsys):
     assert os.path.isdir(frame_store_path(synthetic_root, 'realsense', 0.02, None, str(tmp_path)))
     with pytest.raises(SystemExit, match='not a directory'):
         cli.main([str(tmp_path / 'missing')])
+
+
+def store_files(version: str) -> dict:
+    return {name: open(os.path.join(version, name), 'rb').read()
+            for name in sorted(os.listdir(version)) if name.endswith('.npy')}
+
+
+def test_a_dataset_builds_its_store_once_before_workers_fork(dataset_copy, tmp_path,
+                                                             monkeypatch):
+    """The default source builds the store when the dataset is made (the main process); loader
+    workers read the store they inherit and never open one (a fork sees the refusal below)."""
+    monkeypatch.setenv('MMGRASP_CACHE', str(tmp_path / 'cache'))
+    dataset = GraspNetDataset(dataset_copy, pipeline=[
+        dict(type='LoadGraspScene', num_points=300), dict(type='PackGraspInputs')])
+    folder = frame_store_path(dataset_copy, 'realsense', 0.02, None, str(tmp_path / 'cache'))
+    assert len(glob.glob(os.path.join(folder, 'store-*'))) == 1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError('a loader worker opened the frame store')
+
+    monkeypatch.setattr(loading, 'open_frame_store', refuse)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=2, num_workers=2,
+                                         collate_fn=lambda batch: batch)
+    assert sum(len(batch) for batch in loader) == 6
+
+
+def _open_slowly(root: str, cache: str, barrier, out) -> None:
+    """A process opening a missing store at the same time as another (whose build is slow)."""
+    build_into = store_module._build_into
+
+    def slow(*args, **kwargs):
+        out.put('build')
+        time.sleep(1.0)
+        return build_into(*args, **kwargs)
+
+    store_module._build_into = slow
+    barrier.wait()
+    out.put(open_frame_store(GraspNetReader(root), cache_dir=cache).path)
+
+
+def test_processes_opening_a_missing_store_build_it_once(synthetic_root, tmp_path):
+    """Two processes (DDP ranks, two jobs) on first use: one builds under the lock, the other
+    waits and opens the same version."""
+    context = multiprocessing.get_context('fork')
+    barrier, out = context.Barrier(2), context.Queue()
+    cache = str(tmp_path / 'cache')
+    processes = [context.Process(target=_open_slowly, args=(synthetic_root, cache, barrier, out))
+                 for _ in range(2)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0, 0]
+    messages = [out.get(timeout=5) for _ in range(3)]
+    assert messages.count('build') == 1
+    paths = {m for m in messages if m != 'build'}
+    assert len(paths) == 1 and os.path.isdir(paths.pop())
+
+
+@pytest.mark.parametrize('workers', [1, 2])
+def test_an_undecodable_frame_fails_the_build_naming_its_file(dataset_copy, tmp_path, workers):
+    reader = GraspNetReader(dataset_copy)
+    broken = reader.frame_path(1, 'depth', 1)
+    with open(broken, 'wb') as f:
+        f.write(b'not a PNG')
+    with pytest.raises(DatasetFileError, match='cannot decode PNG') as error:
+        open_frame_store(reader, cache_dir=str(tmp_path), workers=workers)
+    assert error.value.path == broken
+    assert any("source='files'" in note for note in error.value.__notes__)
+    folder = frame_store_path(dataset_copy, 'realsense', 0.02, None, str(tmp_path))
+    assert os.listdir(folder) == []  # no version, no CURRENT, no temporary folder left
+
+
+def test_parallel_build_writes_the_same_store(synthetic_root, tmp_path):
+    serial = build_frame_store(GraspNetReader(synthetic_root), cache_dir=str(tmp_path / 'a'),
+                               workers=1)
+    parallel = build_frame_store(GraspNetReader(synthetic_root), cache_dir=str(tmp_path / 'b'),
+                                 workers=2)
+    assert store_files(serial.path) == store_files(parallel.path)
+    assert build_workers(6) == 1 and build_workers(6, 3) == 3
+    assert build_workers(PARALLEL_FRAMES) == max(1, min(8, len(os.sched_getaffinity(0))))
+    with pytest.raises(ValueError, match='workers must be >= 1'):
+        build_workers(6, 0)
+
+
+def test_a_store_of_another_root_or_version_is_rebuilt_never_read(dataset_copy, synthetic_root,
+                                                                  tmp_path, monkeypatch):
+    cache = str(tmp_path / 'cache')
+    theirs = open_frame_store(GraspNetReader(synthetic_root), cache_dir=cache)
+    mine = frame_store_path(dataset_copy, 'realsense', 0.02, None, cache)
+    shutil.copytree(os.path.dirname(theirs.path), mine)  # a store folder copied from elsewhere
+    reader = GraspNetReader(dataset_copy)
+    with pytest.raises(FrameStoreError, match='it was built with root='):
+        open_frame_store(reader, cache_dir=cache, build=False)
+    rebuilt = open_frame_store(reader, cache_dir=cache)
+    assert rebuilt.manifest['root'] == reader.root
+    monkeypatch.setattr(store_module, 'FORMAT_VERSION', store_module.FORMAT_VERSION + 1)
+    with pytest.raises(FrameStoreError, match='format version 1, this mmgrasp reads 2'):
+        open_frame_store(reader, cache_dir=cache, build=False)
+    assert open_frame_store(reader, cache_dir=cache).manifest['format_version'] == 2

@@ -1,9 +1,13 @@
 """Faults of a real server on 127.0.0.1 — the HTTP range server and S3 (moto) — each injected,
 then the recovery or the error (naming URL and byte range) checked, the read's end bounded by
-the timeout and retry budget, and the cache checked to hold nothing wrong afterwards."""
+the timeout and retry budget, and the cache checked to hold nothing wrong afterwards.
+
+The bound is checked on what the servers saw, not on the wall clock (a loaded machine stretches
+any time): a failing range is tried exactly 1 + retries times, and a stalled request is still
+unanswered when the read has failed, so the client's timeout (or the killed connection), not
+the server's late answer, ended it."""
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -11,11 +15,10 @@ import pytest
 from _remote_helpers import SCORES, cached_blocks_are_true, expected, logged_blocks, read
 from mmgrasp.storage import RemoteFileChanged, RemoteReadError, open_remote_store
 from mmgrasp.storage.remote import store as remote_store
-from mmgrasp.storage.remote.sources import join_url, read_bound
+from mmgrasp.storage.remote.sources import join_url
 
-FAST = dict(backoff=0.01, retries=2, block_size=256, gap=0, timeout=0.5)
-# a bound check, not a timing benchmark: generous slack for a loaded machine
-BOUND = read_bound(FAST['timeout'], FAST['retries'], FAST['backoff']) + 5.0
+# a timeout a loaded machine's local server meets; every stall injected lasts far longer
+FAST = dict(backoff=0.01, retries=2, block_size=256, gap=0, timeout=2.0)
 RANGE = r'objects/000/scores.npy bytes \d+-\d+: '
 
 
@@ -27,6 +30,13 @@ def no_blocks_of(store, rel):
     return logged_blocks(store, store._file(join_url(store.url, rel)).key) == []
 
 
+def unanswered(server, match: str) -> bool:
+    """Every GET for ``match`` the server logged is still without an answer (a stalled one
+    gets its status only when the server answers; a reset one is logged with 0)."""
+    entries = [e for e in server.requests(match) if e.method == 'GET']
+    return bool(entries) and all(e.status in (0, None) for e in entries)
+
+
 def built(published):
     """The published files as built (what an unchanged server serves, also once it is dead)."""
     return os.path.dirname(published.version_dir)
@@ -34,7 +44,7 @@ def built(published):
 
 @pytest.mark.parametrize('kind,extra', [('reset', {}), ('status', dict(status=503)),
                                         ('status', dict(status=500)), ('short', {}),
-                                        ('stall', dict(seconds=1.5))])
+                                        ('stall', dict(seconds=30.0))])
 def test_a_passing_fault_is_retried(published_by_server, tmp_path, kind, extra):
     server = published_by_server.server
     store = open_fast(published_by_server, tmp_path)
@@ -55,11 +65,11 @@ def test_a_lasting_fault_ends_within_the_bound_naming_url_and_range(published_by
     store = open_fast(published_by_server, tmp_path)
     read(store, 'objects/001/scores.npy', [1])  # something good in the cache
     fault = server.inject(kind, 'objects/000/scores', count=1000, **extra)
-    t0 = time.monotonic()
-    with pytest.raises(RemoteReadError, match=RANGE + r'.*\[timeout 0.5 s, 2 retries\]'):
+    with pytest.raises(RemoteReadError, match=RANGE + r'.*\[timeout 2 s, 2 retries\]'):
         read(store, SCORES, [7])
-    assert time.monotonic() - t0 < BOUND
-    assert 1000 - fault.count >= 2  # retried, by the library
+    assert 1000 - fault.count == 1 + FAST['retries']  # retried by the library, then given up
+    if kind == 'stall':  # each attempt ended by the client's timeout, not the 60 s stall
+        assert unanswered(server, '000/scores')
     assert no_blocks_of(store, SCORES)
     assert cached_blocks_are_true(store, built(published_by_server)) > 0
 
@@ -72,10 +82,9 @@ def test_a_hung_server_ends_the_read_and_cancels_the_queue(published_by_server, 
     store = open_fast(published_by_server, tmp_path, concurrency=2)
     server.inject('stall', 'objects/000/scores', count=1000, seconds=60.0)
     server.clear_log()
-    t0 = time.monotonic()
     with pytest.raises(RemoteReadError, match=RANGE):
         read(store, SCORES, list(range(0, 90, 3)))  # 30 ranges, 2 in flight
-    assert time.monotonic() - t0 < BOUND
+    assert unanswered(server, '000/scores')  # ended by the client's timeout
     store._pool.shutdown(wait=True)  # settled: every range the pool ran has ended
     # the servers log a request when it arrives (a stalled one too), so this counts every
     # request sent: the 2 ranges in flight, each tried 1 + retries times, and none queued
@@ -84,19 +93,27 @@ def test_a_hung_server_ends_the_read_and_cancels_the_queue(published_by_server, 
 
 
 def test_a_server_killed_mid_read_ends_it_within_the_bound(published_by_server, tmp_path):
+    """The server dies while requests wait on it: the read ends with the killed connections,
+    not with the client's timeout (30 s here, so that only the kill can end it early) nor the
+    server's answer (never sent: the requests stall for 60 s)."""
     server = published_by_server.server
-    store = open_fast(published_by_server, tmp_path, concurrency=4)
+    store = open_fast(published_by_server, tmp_path, concurrency=4, timeout=30.0)
     read(store, 'objects/001/scores.npy', [1])
     server.inject('stall', 'objects/000/scores', count=1000, seconds=60.0)  # requests in flight
-    killer = threading.Timer(0.3, server.kill)
+    killed = threading.Event()
+
+    def kill_once_requests_wait():  # an event, not a delay: the requests have reached it
+        while not [e for e in server.requests('000/scores') if e.method == 'GET']:
+            threading.Event().wait(0.01)
+        server.kill()
+        killed.set()
+    killer = threading.Thread(target=kill_once_requests_wait, daemon=True)
     killer.start()
-    t0 = time.monotonic()
-    try:
-        with pytest.raises(RemoteReadError, match=RANGE):
-            read(store, SCORES, list(range(0, 90, 3)))
-    finally:
-        killer.join()
-    assert time.monotonic() - t0 < BOUND
+    with pytest.raises(RemoteReadError, match=RANGE) as error:
+        read(store, SCORES, list(range(0, 90, 3)))
+    killer.join()
+    assert killed.is_set() and unanswered(server, '000/scores')
+    assert 'timed out' not in str(error.value).lower(), str(error.value)
     assert no_blocks_of(store, SCORES)
     assert cached_blocks_are_true(store, built(published_by_server)) > 0
 
@@ -142,6 +159,6 @@ def test_retries_is_the_number_of_further_attempts(published_by_server, tmp_path
     server = published_by_server.server
     store = open_fast(published_by_server, tmp_path, retries=retries)
     fault = server.inject('status', 'objects/000/scores', count=1000, status=503)
-    with pytest.raises(RemoteReadError, match=RANGE + rf'.*\[timeout 0.5 s, {retries} retries\]'):
+    with pytest.raises(RemoteReadError, match=RANGE + rf'.*\[timeout 2 s, {retries} retries\]'):
         read(store, SCORES, [7])
     assert 1000 - fault.count == 1 + retries

@@ -142,3 +142,18 @@ def test_an_unknown_storage_option_names_the_url(s3_server, tmp_path):
                                               r'open a client for s3://'):
         open_remote_store(s3_server.url('published'), str(tmp_path / 'cache'), OPTIONS,
                           storage_options=dict(endpoint_typo='http://127.0.0.1:9'))
+
+
+@pytest.mark.parametrize('scheme', ['file', 'http'])
+def test_a_scheme_without_configuration_refuses_storage_options(scheme, tmp_path, version_dir,
+                                                                request):
+    """file:// and http:// take no obstore configuration: an option given for them (one an
+    object store would use, such as an endpoint) is refused naming it, not ignored."""
+    published = publish_over(scheme, tmp_path, version_dir, request)
+    with pytest.raises(RemoteReadError, match=rf"{published.url}/CURRENT: cannot open a client "
+                                              rf"for {scheme}://.*storage_options \['endpoint', "
+                                              rf"'region'\] are no obstore configuration keys of "
+                                              rf"{scheme}:// \(it takes none: drop them\)"):
+        open_remote_store(published.url, str(tmp_path / 'cache'), OPTIONS,
+                          storage_options=dict(endpoint='http://127.0.0.1:9', region='eu'))
+    assert read(open_published(published, tmp_path), SCORES, [1]).shape[0] == 1

@@ -6,9 +6,11 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader
-from mmgrasp.storage.frames.store import open_frame_store, read_frame, stale_reason
+from mmgrasp.storage.frames.store import (FrameStoreError, frame_store_path, open_frame_store,
+                                          read_frame, stale_reason)
 from mmgrasp.storage.labels.store import open_label_store, unpack_rows
 from mmgrasp.storage.labels.store import stale_reason as label_stale_reason
 
@@ -63,3 +65,14 @@ def test_frame_store_goes_stale_with_scene_camera_json(gc6d_root, tmp_path):
         json.dump(payload, f, indent=2)
     assert stale_reason(store.manifest, fingerprints, GraspClutter6DReader(root), 0.02) == \
         'source scene_camera.json of scene 0002 changed since the store was built'
+
+
+def test_a_store_of_another_camera_is_refused(gc6d_root, tmp_path):
+    cache = str(tmp_path / 'cache')
+    d435 = open_frame_store(GraspClutter6DReader(gc6d_root, 'realsense-d435'), 0.02, cache)
+    zivid = GraspClutter6DReader(gc6d_root, 'zivid')
+    shutil.copytree(os.path.dirname(d435.path), frame_store_path(gc6d_root, 'zivid', 0.02, None,
+                                                                 cache))
+    with pytest.raises(FrameStoreError, match="it was built with camera='realsense-d435'"):
+        open_frame_store(zivid, 0.02, cache, build=False)
+    assert open_frame_store(zivid, 0.02, cache).manifest['camera'] == 'zivid'

@@ -1,6 +1,7 @@
 """tools/analysis/analyze_logs.py in mmdet's command shape: plot_curve draws the chosen scalars
 of vis_data/scalars.json logs to a PNG, cal_train_time reads the per-iteration times; a key no
 record holds is named with the keys the log has."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +19,13 @@ def run(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')]))
     return subprocess.run([sys.executable, TOOL, *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location('analyze_logs', TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_log(path, losses, times):
@@ -53,8 +61,42 @@ def test_plot_curve_names_a_missing_key_and_a_bad_line(tmp_path):
     bad.write_text('{"loss": 1, "step": 1}\nnot json\n')
     out = run('plot_curve', str(bad), '--out', str(tmp_path / 'y.png'))
     assert out.returncode != 0 and 'bad.json:2: not a JSON record' in out.stderr
-    out = run('plot_curve', log, '--keys', 'loss', '--legend', 'a', 'b')
+    out = run('plot_curve', log, '--keys', 'loss', '--legend', 'a', 'b', '--out',
+              str(tmp_path / 'z.png'))
     assert out.returncode != 0 and '--legend needs 1 names' in out.stderr
+
+
+def test_plot_curve_without_out_is_refused(tmp_path):
+    """Drawn offscreen, there is no window to show: without --out the tool used to exit 0
+    having shown and written nothing."""
+    log = write_log(tmp_path / 'scalars.json', [9.0, 7.0], [1.0, 1.0])
+    out = run('plot_curve', log, '--keys', 'loss')
+    assert out.returncode != 0 and 'the following arguments are required: --out' in out.stderr
+    assert os.listdir(tmp_path) == ['scalars.json']
+
+
+def test_several_logs_are_named_by_their_config(tmp_path):
+    """A work dir holds the config mmengine dumps (<config>.py) and one <timestamp>/vis_data/
+    scalars.json per run: curves are named by the config, and by the timestamp too only where
+    two runs share one."""
+    logs = []
+    for work, config, stamp in (('a', 'gsnet_demo', '20261203_101010'),
+                                ('b', 'economicgrasp_demo', '20261203_111111'),
+                                ('b', 'economicgrasp_demo', '20261204_090000')):
+        os.makedirs(tmp_path / work / stamp / 'vis_data')
+        (tmp_path / work / f'{config}.py').write_text('')
+        logs.append(write_log(tmp_path / work / stamp / 'vis_data' / 'scalars.json', [9.0, 7.0],
+                              [1.0, 1.0]))
+    tool = load_tool()
+    assert tool.legend_names(logs[:1], ['loss']) == ['loss']
+    assert tool.legend_names(logs[:2], ['loss', 'loss_view']) == [
+        'gsnet_demo loss', 'gsnet_demo loss_view', 'economicgrasp_demo loss',
+        'economicgrasp_demo loss_view']
+    assert tool.legend_names(logs, ['loss']) == [
+        'gsnet_demo loss', 'economicgrasp_demo 20261203_111111 loss',
+        'economicgrasp_demo 20261204_090000 loss']
+    out = run('plot_curve', *logs, '--out', str(tmp_path / 'three.png'))
+    assert out.returncode == 0 and cv2.imread(str(tmp_path / 'three.png')) is not None
 
 
 def test_cal_train_time_reads_the_epoch_means(tmp_path):

@@ -50,6 +50,13 @@ def test_every_shipped_config_passes(path):
      "test_dataloader.dataset.frame_strde: GraspNetDataset .*did you mean 'frame_stride'"),
     ({'test_evaluator.camera': 'kinect'},
      "test_evaluator.camera='kinect' but test_dataloader.dataset.camera='realsense'"),
+    ({'model.tset_cfg.collision_thresh': 0.01},
+     "model.tset_cfg: GSNet .* takes no option 'tset_cfg'; did you mean 'test_cfg'"),
+    ({'model.num_seeds': '1O24'},
+     "model.num_seeds='1O24': GSNet .* takes a number for 'num_seeds' \\(default 1024\\), got "
+     "a string"),
+    ({'train_dataloader.dataset.pipeline.0.num_points': '4k'},
+     "pipeline.0.num_points='4k': LoadGraspScene .* takes a number for 'num_points'"),
 ])
 def test_options_that_change_nothing_are_refused(options, message):
     with pytest.raises(SystemExit, match=message):
