@@ -1,7 +1,7 @@
 """HGGDDataPreprocessor on batches of the session's synthetic frames (320 x 180, input 160 x 90):
 every input against the reference's operations redone in numpy/PIL, the targets against the
 rules (_hggd_rules.py), the draws, degenerate frames, the options, the host syncs; and the same
-batch from the PNG files and from the frame store (once LoadRGBDImage is on main)."""
+batch and training step from the PNG files and from the frame store."""
 import types
 
 import numpy as np
@@ -12,13 +12,12 @@ from mmengine.dataset import pseudo_collate
 from PIL import Image
 from torch.profiler import ProfilerActivity, profile
 
-from _hggd_data_inputs import LoadRGBDFiles, RecordStore
+from _hggd_data_inputs import RecordStore
 from _hggd_rules import rules_rectangles, rules_targets
 from mmgrasp.analysis import dispatch_count
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.datasets.transforms import hggd
 from mmgrasp.models.data_preprocessors import HGGDDataPreprocessor
-from mmgrasp.registry import TRANSFORMS
 
 SIZE = (160, 90)
 NUM_POINTS = 3000
@@ -40,7 +39,7 @@ def store():
 
 
 def pipeline(source=None, **grid):
-    load = LoadRGBDFiles() if source is None else dict(type='LoadRGBDImage', source=source)
+    load = dict(type='LoadRGBDImage', source=source or 'files')
     return [load, dict(type='LoadHGGDGrasps', input_size=SIZE, **grid),
             dict(type='SampleDepthPixels', num_points=NUM_POINTS), dict(type='PackHGGDInputs')]
 
@@ -237,9 +236,6 @@ def test_no_host_sync(batch):
     assert sum(p['syncs'] for p in parts.values()) == 0
 
 
-@pytest.mark.skipif('LoadRGBDImage' not in TRANSFORMS.module_dict,
-                    reason='LoadRGBDImage (the frame store\'s RGB-D images) is not on this branch '
-                    'yet: it lands with the frame store work; this test runs once both are merged')
 def test_frame_store_equals_png_files(synthetic_root, store):
     """The same batch, bit for bit, whether the images come from the PNG files or from the
     frame store."""
@@ -253,8 +249,6 @@ def test_frame_store_equals_png_files(synthetic_root, store):
         assert torch.equal(files['targets'][name], frames['targets'][name])
 
 
-@pytest.mark.skipif('LoadRGBDImage' not in TRANSFORMS.module_dict,
-                    reason='LoadRGBDImage (the frame store\'s RGB-D images) is not on this branch')
 def test_frame_store_and_png_files_give_the_same_training_step(synthetic_root, store):
     """Preprocessor, both networks, every loss and every gradient: equal, bit for bit, and
     finite, whether the images come from the PNG files or from the frame store."""
