@@ -10,10 +10,10 @@ _base_ = ['./finegrasp_deferred.py']
 
 data_root = 'data/synthetic'
 train_pipeline = [
-    dict(type='LoadGraspScene', num_points=4000, outlier=0.02, voxel_size=0.005,
-         with_graspness=True, with_normals=True),
+    dict(type='LoadGraspScene', num_points=4000, outlier=0.02, with_graspness=True),
+    {{_base_.estimate_normals}},
     dict(type='LoadEconomicLabels', grids='deferred', top_k=300),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='worker',
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='device',
          flip_normals=False),
     dict(type='PackGraspInputs', keys=('points', 'normals', 'objectness', 'graspness')),
 ]
@@ -41,8 +41,9 @@ env_cfg = dict(num_threads=1)
 # The synthetic test scenes (100 seen, 130 similar, 160 novel), evaluated as GraspNet-1Billion.
 test_dataloader = dict(dataset=dict(
     data_root=data_root, split='test',
-    pipeline=[dict(type='LoadGraspScene', num_points=4000, outlier=0.02, voxel_size=0.005,
-                   with_masked_cloud=True, with_normals=True),
+    pipeline=[dict(type='LoadGraspScene', num_points=4000, outlier=0.02,
+                   with_masked_cloud=True),
+              {{_base_.estimate_normals}},
               dict(type='PackGraspInputs', keys=('points', 'normals'),
                    meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch',
                               'masked_cloud'))]))

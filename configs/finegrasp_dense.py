@@ -4,10 +4,10 @@
 _base_ = ['./finegrasp_deferred.py']
 
 train_pipeline = [
-    dict(type='LoadGraspScene', num_points=20000, outlier=0.02, voxel_size=0.005,
-         with_graspness=True, with_normals=True),
+    dict(type='LoadGraspScene', num_points=20000, outlier=0.02, with_graspness=True),
+    {{_base_.estimate_normals}},
     dict(type='LoadEconomicLabels', grids='dense', top_k=300),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='worker',
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='device',
          flip_normals=False),
     dict(type='PackGraspInputs', keys=('points', 'normals', 'objectness', 'graspness')),
 ]

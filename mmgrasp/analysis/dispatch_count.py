@@ -57,10 +57,12 @@ What counts (the same on both paths):
   charged the launches of torch's chunking (:func:`multi_tensor_launches`: chunks of 65 536
   elements, a launch whenever a list's tensors or blocks fill up, with the limits of CUDA
   12.1's 32 KiB kernel arguments), over the optimiser's parameter sizes for ``_fused_*`` ops
-  (depth 4: parameters, gradients, two moments) and one-element tensors for ``_foreach_*``
-  ops (depth 1: under fused Adam the only one is the step counters' ``_foreach_add_``); its
-  inner ops (their syncs too: the CPU implementation's reads of each step count) are
-  ignored.
+  (depth 4: parameters, gradients, two moments) and over the list's tensors for
+  ``_foreach_*`` ops (depth 1 in place, as the step counters' ``_foreach_add_`` and a clip by
+  value's ``_foreach_clamp_min_`` / ``_foreach_clamp_max_``; else 2), their sizes read from
+  the CPU implementation's per-tensor ops (with ``record_shapes=True``; one-element tensors
+  without). Its inner ops (their syncs too: the CPU implementation's reads of each step
+  count) are ignored.
 - A **host sync** is an op whose result the host must wait for (``SYNCS``): ``nonzero``,
   ``unique``, ``item``/``bool()``/``int()`` (``_local_scalar_dense``), ``masked_select``,
   ``bincount``, ``equal``, and ``repeat_interleave`` without ``output_size``; an op inside a
@@ -77,6 +79,7 @@ memcpys and memsets; :func:`kernel_excess` compares them with the prediction), a
 wall time; the device is synchronised around each part).
 """
 import copy
+import math
 import os
 import time
 from collections import defaultdict
@@ -136,12 +139,14 @@ class ScopedReferences:
     calls is the op's own torch reference, run inside that scope."""
 
     def __init__(self):
-        from mmgrasp.ops import point_ops
-        self._ops, self._inside = point_ops, False
+        from mmgrasp.ops import point_normals, point_ops
+        self._ops, self._normals, self._inside = point_ops, point_normals, False
 
     def install(self) -> None:
-        """From now on every point op of this process dispatches to these references."""
+        """From now on every point op of this process dispatches to these references (the
+        normals of :func:`mmgrasp.ops.point_normals.batch_normals` too, on any device)."""
         self._ops._kernels_for = lambda tensor: None if self._inside else self
+        self._normals.kernels_for = lambda tensor: None if self._inside else self
 
     @contextmanager
     def _reference(self, name: str) -> Iterator[None]:
@@ -172,6 +177,26 @@ class ScopedReferences:
         xyz, new_xyz, rot = self._contiguous(xyz, new_xyz, rot)
         with self._reference('cylinder_queries'):
             return self._ops.cylinder_queries(xyz, new_xyz, rot, radii, hmin, hmax, nsample)
+
+    def knn(self, ref, query, k: int):
+        """Squared distances and indices of the k nearest (k > 3)."""
+        ref, query = self._contiguous(ref, query)
+        with self._reference('knn'):
+            return self._ops._knn_reference(ref, query, k)
+
+    def estimate_normals(self, points, radius: float, max_nn: int, orientation: str,
+                         scale: float):
+        """The normals kernel's stand-in: the worker's rule, frame by frame (the same bits),
+        on the cloud read through DLPack, which records no op (``.numpy()`` would be counted
+        as a host read; the torch reference records thousands of ops, whose recorded shapes
+        grew a paper-size count past 17 GB)."""
+        import numpy as np
+        import torch
+        points, = self._contiguous(points)
+        with self._reference('estimate_normals'):
+            frames = np.from_dlpack(points.detach())
+            return torch.from_numpy(np.stack([self._normals.estimate_normals(
+                f, radius, max_nn, orientation, scale) for f in frames]).reshape(frames.shape))
 
     def three_nn(self, ref, query):
         """Squared distances and indices of the 3 nearest, inf / 0 past the reference points."""
@@ -241,7 +266,9 @@ def count_events(events, stages: Optional[List[tuple]] = None,
         tensors = max(1, len(event.cpu_children))
         if event.name.startswith('aten::_fused_'):  # params, grads, exp_avgs, exp_avg_sqs
             return multi_tensor_launches((param_numels or {}).get(tensors, [1] * tensors), 4)
-        return multi_tensor_launches([1] * tensors, 1)
+        numels = [math.prod(child.input_shapes[0]) if child.input_shapes else 1
+                  for child in event.cpu_children]
+        return multi_tensor_launches(numels or [1], 1 if event.name.endswith('_') else 2)
 
     def walk(event, part: str, in_scope: bool, in_sync: bool, standin: bool = False) -> int:
         part = part_of(event.name, part)

@@ -201,8 +201,49 @@ def check_cameras(cfg: Config, config_path: str) -> None:
                 f'{evaluator["camera"]} {stage}_evaluator.camera={evaluator["camera"]})')
 
 
+def _gripper_users(node, path: str, inside_user: bool = False) -> Iterable[tuple]:
+    """(dotted path, gripper setting) of each typed dict whose class takes ``gripper``, except
+    those inside another such dict that leave it unset (the outer one passes its own down)."""
+    if isinstance(node, dict):
+        takes = False
+        if isinstance(node.get('type'), str):
+            accepted = [_accepted(c) for c in _lookup(node['type'])]
+            takes = any(a is not None and 'gripper' in a for a in accepted)
+            if takes and (not inside_user or node.get('gripper') is not None):
+                yield path, node.get('gripper')
+        for key, value in node.items():
+            yield from _gripper_users(value, f'{path}.{key}' if path else str(key),
+                                      inside_user or takes)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _gripper_users(value, f'{path}.{i}', inside_user)
+
+
+def check_grippers(cfg: Config, config_path: str) -> None:
+    """Refuse a config whose parts use different grippers (labels, model, evaluator): one
+    unset is GraspNet's. The message names both parts and both grippers."""
+    from mmgrasp.geometry.gripper import build_gripper
+    first = None
+    consumed = {k: v for k, v in cfg.to_dict().items() if k in CONSUMED_KEYS}  # not variables
+    for path, setting in _gripper_users(consumed, ''):
+        try:
+            gripper = build_gripper(setting)
+        except (TypeError, ValueError) as err:
+            raise SystemExit(f'{config_path}: {path}.gripper: {err}') from None
+        where = f'{path}.gripper' if setting is not None else f'{path} (gripper not set)'
+        if first is None:
+            first = (where, gripper)
+        elif not gripper.same_as(first[1]):
+            raise SystemExit(
+                f'{config_path}: two grippers in one config: {first[0]} is {first[1].describe()}'
+                f' but {where} is {gripper.describe()}; labels, model and evaluator must share '
+                f'one gripper: set the same gripper in both (e.g. a variable `gripper = dict(...)`'
+                f' used in model, SampleGraspLabels and the evaluator)')
+
+
 def check_config(cfg: Config, config_path: str, file_cfg: dict, cli_keys: Set[str]) -> None:
-    """All of the above: top-level keys, options of registered classes, cameras."""
+    """All of the above: top-level keys, options of registered classes, cameras, grippers."""
     check_top_level(cfg, config_path, file_cfg, cli_keys)
     check_typed_dicts(cfg, config_path)
     check_cameras(cfg, config_path)
+    check_grippers(cfg, config_path)

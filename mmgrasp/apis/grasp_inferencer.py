@@ -111,8 +111,8 @@ class GraspInferencer:
     The model is built in test mode from ``config.model`` (its ``test_cfg``: the collision
     filter against the whole masked cloud, as tools/test.py runs it). The pipeline is the
     config's ``test_dataloader`` pipeline with :class:`LoadGraspScene` replaced by
-    :class:`LoadDepthImage` (same number of points, same draws, and the same per-point normals
-    when its ``with_normals`` asks for them: FineGrasp's input). A dataset frame given with its
+    :class:`LoadDepthImage` (same number of points, same draws; the steps after it, such as
+    FineGrasp's :class:`EstimateNormals`, as the config has them). A dataset frame given with its
     id ``frame_id=(scene, camera, frame)`` draws its points as the test dataset draws that frame
     (``frame_rng(seed, scene, camera, frame)``), so with its workspace it reproduces what
     tools/test.py dumps for it; an image without an id draws from its own content
@@ -194,8 +194,7 @@ class GraspInferencer:
         self.outlier = float(load.get('outlier', 0.02))
         self.use_workspace = bool(load.get('use_workspace', True))
         steps[0] = dict(type='LoadDepthImage', num_points=load.get('num_points', 15000),
-                        with_masked_cloud=load.get('with_masked_cloud', False),
-                        with_normals=load.get('with_normals', False))
+                        with_masked_cloud=load.get('with_masked_cloud', False))
         return [build_in_scope(TRANSFORMS, s) for s in steps]
 
     def _sample(self, index: int, depth: np.ndarray, intrinsics: np.ndarray,

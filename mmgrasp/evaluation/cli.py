@@ -14,6 +14,8 @@ all on disk, or a frame stride / list, is evaluated and labelled "sampled: N of 
 comparable with published AP" (a warning; ``--require-complete`` makes it an error). A frame
 without a dump file stops the run naming the file, on either dataset; ``--missing-dumps zero``
 scores such frames 0 as graspclutter6dAPI does, and the table and the JSON say how many.
+Frames whose dump holds no grasp (each scores 0) are counted in the table and the JSON and
+named in a warning.
 ``--diagnose DIR`` writes per-grasp tables, plots and PLY scenes (:mod:`.diagnostics`).
 """
 import argparse
@@ -23,6 +25,8 @@ from typing import Dict, List, Optional
 
 from .coverage import (MISSING_DUMPS, IncompleteEvaluation, check_coverage, coverage,
                        missing_dumps, split_names)
+from .empty_frames import (empty_dump_frames, empty_frame_figures, empty_frames_message,
+                           empty_frames_record)
 from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, dump_path, evaluate_dump,
                                  evaluate_sizes, scene_frames, summarize, write_json)
 from .report import results_table
@@ -189,6 +193,12 @@ def main(argv=None) -> dict:
             accuracy = evaluate_dump(args.data_root, args.dump, args.camera, scenes, frames,
                                      **options)
         figures = summarize(accuracy)
+        empty = empty_dump_frames(args.dump, args.camera, frames)
+        figures.update(empty_frame_figures(empty, scenes))
+        empty_record = empty_frames_record(empty, sum(map(len, frames.values())))
+        message = empty_frames_message(empty_record, 'mmgrasp-eval')
+        if message:
+            print(f'warning: {message}', file=sys.stderr)
         if args.scale_ap:
             figures.update(evaluate_sizes(args.data_root, args.dump, args.camera, scenes,
                                           frames, **options))
@@ -202,7 +212,8 @@ def main(argv=None) -> dict:
         print(f'diagnostics: {args.diagnose}')
     if args.json:
         write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
-                                   coverage=cov, missing_dumps=missing, dump_dir=args.dump))
+                                   coverage=cov, missing_dumps=missing,
+                                   empty_frames=empty_record, dump_dir=args.dump))
     return figures
 
 

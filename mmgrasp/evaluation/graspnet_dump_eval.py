@@ -24,12 +24,12 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mmgrasp.geometry import PosedTable
+from mmgrasp.geometry import GRASPNET_GRIPPER, Gripper, PosedTable
 
 from .functional import evaluate_frame
 from .scene_models import (clear_asset_caches, model_dirs, read_annotation,  # noqa: F401
@@ -52,16 +52,27 @@ class FrameTimeout(EvaluationError):
 class Protocol:
     """What :func:`evaluate_frame` is asked per frame: graspnetAPI's AP (``STANDARD``) or one
     size of Scale-Balanced-Grasp's ``evaluate_scale.py`` (``SIZE_PROTOCOLS``: widths in
-    ``width_range`` after clipping, 5 grasps per object, 20 precision rows)."""
+    ``width_range`` after clipping, 5 grasps per object, 20 precision rows). ``gripper``: the
+    gripper whose fingers and palm the collision test uses (:meth:`with_gripper` also sets
+    ``max_width`` to its maximum width)."""
     name: str
     top_k: int = TOP_K
     per_object: int = 10
     width_range: Optional[Tuple[float, float]] = None
     max_width: float = 0.1
+    gripper: Gripper = field(default=GRASPNET_GRIPPER, repr=False)
 
     def frame_options(self) -> dict:
         return dict(top_k=self.top_k, per_object=self.per_object, width_range=self.width_range,
-                    max_width=self.max_width)
+                    max_width=self.max_width, gripper=self.gripper)
+
+    def with_gripper(self, gripper: Gripper) -> 'Protocol':
+        return replace(self, gripper=gripper, max_width=gripper.max_width)
+
+    def key(self) -> str:
+        """What the resume fingerprint hashes: the fields, and the gripper unless GraspNet's."""
+        default = self.gripper.same_as(GRASPNET_GRIPPER)
+        return repr(self) + ('' if default else f'|gripper {self.gripper.describe()}')
 
 
 STANDARD = Protocol('standard')
@@ -168,7 +179,7 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
 def _fingerprint(dump_dir: str, camera: str, scene: int, frames: Sequence[int],
                  sdf_sample_seed, protocol: Protocol = STANDARD,
                  missing_dumps: str = 'error') -> str:
-    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}|{protocol}|'
+    h = hashlib.sha1(f'{EVALUATOR_VERSION}|{camera}|{sdf_sample_seed}|{protocol.key()}|'
                      f'{missing_dumps}'.encode())
     for f in frames:
         p = dump_path(dump_dir, scene, camera, f)
@@ -458,13 +469,15 @@ def summarize(accuracy: Dict[int, np.ndarray]) -> Dict[str, float]:
 
 def evaluate_sizes(root: str, dump_dir: str, camera: str, scenes: Iterable[int],
                    frames: Optional[Dict[int, Sequence[int]]] = None,
-                   **options) -> Dict[str, float]:
+                   gripper: Gripper = GRASPNET_GRIPPER, **options) -> Dict[str, float]:
     """Scale-Balanced-Grasp's AP by grasp width (``evaluate_scale.py``): the dump evaluated
-    once per :data:`SIZE_PROTOCOLS` (each a whole evaluation of the width-filtered dump) with
-    :func:`evaluate_dump` (``options``: its keywords). Returns ``small/AP``,
-    ``small/seen/AP``, ... as :func:`summarize` names them."""
+    once per :data:`SIZE_PROTOCOLS` (each a whole evaluation of the width-filtered dump, with
+    ``gripper``) with :func:`evaluate_dump` (``options``: its keywords). Returns
+    ``small/AP``, ``small/seen/AP``, ... as :func:`summarize` names them."""
     out: Dict[str, float] = {}
     for protocol in SIZE_PROTOCOLS:
+        if not gripper.same_as(GRASPNET_GRIPPER):
+            protocol = protocol.with_gripper(gripper)
         accuracy = evaluate_dump(root, dump_dir, camera, scenes, frames, protocol=protocol,
                                  **options)
         out.update({f'{protocol.name}/{k}': v for k, v in summarize(accuracy).items()})

@@ -9,10 +9,15 @@ def results_table(figures: Mapping[str, float], settings: Mapping[str, object],
                   coverage: Optional[Mapping[str, object]] = None) -> str:
     """AP / AP0.8 / AP0.4 per split present (and over all frames); the AP by grasp width when
     ``figures`` hold it (``small/AP`` ...); then the settings. An incomplete or sampled
-    evaluation (``coverage``, see :mod:`.coverage`) is labelled above the table and in it."""
+    evaluation (``coverage``, see :mod:`.coverage`) is labelled above the table and in it, and
+    so are frames with an empty dump (``empty_frames``, see :mod:`.empty_frames`)."""
     lines = []
     if coverage and not coverage['complete']:
         lines += [f'**{coverage["label"]}** ({coverage["details"]})', '']
+    empty = _empty_frames(figures)
+    if empty:
+        lines += [f'**{empty} frames have no grasp in the dump, each scoring AP 0** (the '
+                  'warning above names them and the likely cause)', '']
     lines += _table(figures, '')
     if any(f'{size}/AP' in figures for size in SIZES):
         lines += ['', "AP by grasp width (Scale-Balanced-Grasp's evaluate_scale.py: small < 0.04 m,"
@@ -24,8 +29,16 @@ def results_table(figures: Mapping[str, float], settings: Mapping[str, object],
     lines += ['', '| setting | value |', '|---|---|']
     if coverage and not coverage['complete']:
         lines.append(f'| frames | {coverage["label"]} |')
+    if empty:
+        lines.append(f'| frames without grasps | {empty} |')
     lines += [f'| {k} | {v} |' for k, v in settings.items()]
     return '\n'.join(lines)
+
+
+def _empty_frames(figures: Mapping[str, float]) -> str:
+    """'3 of 12': frames with an empty dump of those evaluated ('' when none or not counted)."""
+    count = int(figures.get('empty_frames', 0))
+    return f'{count} of {int(figures["frames"])}' if count else ''
 
 
 def _table(figures: Mapping[str, float], size: str) -> list:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .gripper import GripperLike, build_gripper
 from .points import voxel_downsample
 
 GRASP_ROTATION = slice(4, 13)
@@ -83,13 +84,14 @@ class ModelFreeCollisionDetector:
 
     The cloud is voxel-downsampled once (``voxel_size``); a grasp collides when the points in
     its fingers, palm and the ``approach_dist`` corridor behind the palm, divided by that
-    volume in voxels, exceed ``collision_thresh`` (finger length 0.06, finger width 0.01).
+    volume in voxels, exceed ``collision_thresh`` (the gripper's finger length and width:
+    GraspNet's 0.06 and 0.01 by default).
     """
 
-    finger_width = 0.01
-    finger_length = 0.06
-
-    def __init__(self, scene_points: np.ndarray, voxel_size: float = 0.005):
+    def __init__(self, scene_points: np.ndarray, voxel_size: float = 0.005,
+                 gripper: GripperLike = None):
+        gripper = build_gripper(gripper)
+        self.finger_width, self.finger_length = gripper.finger_width, gripper.finger_length
         self.voxel_size = float(voxel_size)
         self.scene_points = voxel_downsample(np.asarray(scene_points, dtype=np.float64),
                                              self.voxel_size)
@@ -129,11 +131,12 @@ class ModelFreeCollisionDetector:
 
 
 def filter_collisions(grasps: np.ndarray, cloud: np.ndarray, voxel_size: float = 0.01,
-                      approach_dist: float = 0.05, collision_thresh: float = 0.01) -> np.ndarray:
+                      approach_dist: float = 0.05, collision_thresh: float = 0.01,
+                      gripper: GripperLike = None) -> np.ndarray:
     """The grasp rows that do not collide with ``cloud``; ``collision_thresh <= 0`` keeps all."""
     if collision_thresh <= 0 or len(grasps) == 0:
         return grasps
-    detector = ModelFreeCollisionDetector(cloud, voxel_size)
+    detector = ModelFreeCollisionDetector(cloud, voxel_size, gripper)
     return grasps[~detector.detect(grasps, approach_dist, collision_thresh)]
 
 

@@ -9,8 +9,10 @@ import math
 import torch
 from torch import Tensor
 
-GRASP_MAX_WIDTH = 0.1
-GRASP_HEIGHT = 0.02
+from .gripper import GRASPNET_GRIPPER
+
+GRASP_MAX_WIDTH = GRASPNET_GRIPPER.max_width  # the default gripper's (mmgrasp.geometry.gripper)
+GRASP_HEIGHT = GRASPNET_GRIPPER.height
 
 
 def generate_grasp_views(num_views: int = 300, device=None) -> Tensor:

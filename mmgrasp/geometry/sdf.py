@@ -102,16 +102,16 @@ class SignedDistanceField:
     def _trilinear(self, c: np.ndarray) -> np.ndarray:
         c = np.minimum(c, self.dims - 1)  # dexnet snaps (dims - 1, dims) onto the last cell
         base = np.floor(c).astype(np.int64)
-        p = base[:, None, :] + _CORNERS[None]  # (K, 8, 3) in dexnet's corner order
         nx, ny, nz = self.dims
-        valid = (p[..., 0] < nx) & (p[..., 1] < ny) & (p[..., 2] < nz)
-        flat = (p[..., 0] * ny + p[..., 1]) * nz + p[..., 2]
-        v = np.where(valid, self.data.reshape(-1).take(np.where(valid, flat, 0)), 0.0)
-        w1 = -np.abs(p - c[:, None, :]) + 1
-        wv = w1[..., 0] * w1[..., 1] * w1[..., 2] * v
+        flat_data = self.data.reshape(-1)
         sd = np.zeros(len(c))
-        for corner in range(8):  # dexnet's float operation order: corner by corner
-            sd = sd + wv[:, corner]
+        for offset in _CORNERS:  # dexnet's corner order and float operation order
+            p = base + offset
+            valid = (p[:, 0] < nx) & (p[:, 1] < ny) & (p[:, 2] < nz)
+            flat = (p[:, 0] * ny + p[:, 1]) * nz + p[:, 2]
+            v = np.where(valid, flat_data.take(np.where(valid, flat, 0)), 0.0)
+            w1 = -np.abs(p - c) + 1
+            sd = sd + w1[:, 0] * w1[:, 1] * w1[:, 2] * v
         return sd
 
     def _outside(self, c: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""One-launch Triton kernels of the point ops (FPS, ball/cylinder query, three nearest neighbours).
+"""One-launch Triton kernels of the point ops (FPS, ball/cylinder query, three and k nearest
+neighbours).
 
 Each kernel gives exactly the indices of its pure-torch reference in :mod:`.point_ops`: the same
 float32 arithmetic in the same order (``(dx² + dy²) + dz²``; ``Rᵀ(q − c)`` summed over rows
@@ -11,7 +12,7 @@ Import this module only through :func:`.point_ops.triton_kernels`, which returns
 Triton is not installed.
 """
 from functools import lru_cache
-from typing import Dict, NamedTuple, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import triton
@@ -24,6 +25,11 @@ _BLOCK = 1024  # points per chunk of a loop over the cloud
 _PAD = 64  # output slots padded per step by the queries
 _FPS_WARPS = 16  # one program per frame: 512 threads, as pointnet2's kernel for large clouds
 _THREE_NN_BLOCK = 128  # query points per program
+_KNN_BLOCK = 128  # query points per program
+#: Slots of the k-nearest-neighbour kernel (powers of two, for its final sort): it serves every
+#: k from 4 to the largest (point_ops.KNN_KERNEL_MAX_K, which calls it; not imported from there:
+#: point_ops imports this module); k <= 3 is three_nn's, a larger k the torch reference's.
+KNN_SLOTS = (4, 8, 16)
 
 
 @triton.jit
@@ -179,15 +185,22 @@ def _cylinder_query_kernel(xyz_ptr, centre_ptr, rot_ptr, radius2_ptr, hmax_ptr, 
 
 
 @triton.jit
-def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.constexpr):
+def _query_block(ref_ptr, query_ptr, m, q, BLOCK: tl.constexpr):
+    """The nearest-neighbour kernels' program: its frame, its BLOCK query rows (and which are
+    real), the frame's reference points and the rows' coordinates."""
     b = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     valid = rows < q
     query_ptr += b * q * 3
-    ref_ptr += b * m * 3
     qx = tl.load(query_ptr + rows * 3, mask=valid, other=0.0)
     qy = tl.load(query_ptr + rows * 3 + 1, mask=valid, other=0.0)
     qz = tl.load(query_ptr + rows * 3 + 2, mask=valid, other=0.0)
+    return b, rows, valid, ref_ptr + b * m * 3, qx, qy, qz
+
+
+@triton.jit
+def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.constexpr):
+    b, rows, valid, ref_ptr, qx, qy, qz = _query_block(ref_ptr, query_ptr, m, q, BLOCK)
     inf = float('inf')
     d1 = tl.full([BLOCK], inf, tl.float32)
     d2 = tl.full([BLOCK], inf, tl.float32)
@@ -219,6 +232,40 @@ def _three_nn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, BLOCK: tl.con
     tl.store(idx_ptr + out + 2, i3.to(tl.int64), mask=valid)
 
 
+@triton.jit
+def _knn_kernel(ref_ptr, query_ptr, dist2_ptr, idx_ptr, m, q, k,
+                BLOCK: tl.constexpr, SLOTS: tl.constexpr):
+    """The k nearest of BLOCK query points. Each candidate is one int64 key, the bits of its
+    squared distance (non-negative float32 bits order as the values) then its index, so that
+    keys order as (distance, index) and are distinct. A row keeps its k smallest keys
+    unsorted: a reference point replaces the row's largest key when its key is smaller, which,
+    as its index is the largest so far, is when its distance is strictly smaller. The kept set
+    is therefore the k smallest (distance, index) pairs, equal distances going to the lower
+    index, and one sort of the SLOTS keys at the end orders them. Slots past k hold -1: never
+    the largest, first after the sort."""
+    b, rows, valid, ref_ptr, qx, qy, qz = _query_block(ref_ptr, query_ptr, m, q, BLOCK)
+    slots = tl.arange(0, SLOTS)
+    # the k slots start above every key (the bits of a NaN above +inf's), distinct
+    empty = tl.where(slots < k, (0x7FFFFFFF << 32) | slots.to(tl.int64), -1)
+    keys = tl.zeros([BLOCK, SLOTS], dtype=tl.int64) + empty[None, :]
+    for j in range(0, m):
+        dx = qx - tl.load(ref_ptr + j * 3)
+        dy = qy - tl.load(ref_ptr + j * 3 + 1)
+        dz = qz - tl.load(ref_ptr + j * 3 + 2)
+        d = dx * dx + dy * dy
+        d = d + dz * dz
+        key = (d.to(tl.int32, bitcast=True).to(tl.int64) << 32) | j
+        worst = tl.max(keys, axis=1)
+        evict = (keys == worst[:, None]) & (key < worst)[:, None]
+        keys = tl.where(evict, key[:, None], keys)
+    keys = tl.sort(keys, dim=1)
+    column = slots - (SLOTS - k)  # the -1 slots sort first
+    out = (b * q + rows)[:, None] * k + column[None, :]
+    store = valid[:, None] & (column >= 0)[None, :]
+    tl.store(dist2_ptr + out, (keys >> 32).to(tl.int32).to(tl.float32, bitcast=True), mask=store)
+    tl.store(idx_ptr + out, keys & 0xFFFFFFFF, mask=store)
+
+
 class Launch(NamedTuple):
     """One way a wrapper below launches a kernel: the Triton type of each runtime argument (in
     order, as ``triton.runtime.jit.mangle_type`` names it), the constexprs and the options."""
@@ -234,7 +281,7 @@ def _points(*names: str) -> Dict[str, str]:
 
 _FPS_ARGS = dict(nearest_ptr='*fp32', out_ptr='*i64', n='i32', num='i32')
 _QUERY = dict(BLOCK=_BLOCK, PAD=_PAD)
-# Every launch of this module. The wrappers launch only through it (``_launch`` refuses arguments
+# Every launch of this module. The wrappers launch only through it (``launch`` refuses arguments
 # of other types), and tests/unit/models/test_kernel_compile.py compiles each entry for real GPU
 # targets, so what is compiled there is what runs.
 LAUNCHES: Tuple[Launch, ...] = (
@@ -252,20 +299,25 @@ LAUNCHES: Tuple[Launch, ...] = (
     Launch(_three_nn_kernel,
            dict(_points('ref_ptr', 'query_ptr', 'dist2_ptr'), idx_ptr='*i64', m='i32', q='i32'),
            dict(BLOCK=_THREE_NN_BLOCK), _FLAGS),
+    *(Launch(_knn_kernel, dict(_points('ref_ptr', 'query_ptr', 'dist2_ptr'), idx_ptr='*i64',
+                               m='i32', q='i32', k='i32'),
+             dict(BLOCK=_KNN_BLOCK, SLOTS=slots), _FLAGS) for slots in KNN_SLOTS),
 )
 
 
-def _launch(kernel, grid: Tuple[int, ...], *args, **constexprs) -> None:
-    """Launch ``kernel`` as its entry of :data:`LAUNCHES` for these argument types."""
+def launch(kernel, grid: Tuple[int, ...], *args, table: Optional[Tuple[Launch, ...]] = None,
+           **constexprs) -> None:
+    """Launch ``kernel`` as its entry of ``table`` (default: this module's :data:`LAUNCHES`;
+    :mod:`.normal_kernels` passes its own) for these argument types."""
     types = tuple(mangle_type(arg) for arg in args)
-    for entry in LAUNCHES:
+    for entry in LAUNCHES if table is None else table:
         if (entry.kernel is kernel and tuple(entry.signature.values()) == types
                 and entry.constexprs == constexprs):
             kernel[grid](*args, **constexprs, **entry.options)
             return
-    raise TypeError(f'{kernel.__name__}: no entry in point_kernels.LAUNCHES for arguments '
-                    f'{types} and constexprs {constexprs} (add one there: the compile test '
-                    f'then checks it for the GPU targets)')
+    raise TypeError(f'{kernel.__name__}: no entry in the LAUNCHES of {kernel.fn.__module__} for '
+                    f'arguments {types} and constexprs {constexprs} (add one there: the compile '
+                    f'test then checks it for the GPU targets)')
 
 
 def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
@@ -275,7 +327,7 @@ def furthest_point_sample(xyz: Tensor, num: int, mask=None) -> Tensor:
     out = torch.empty(batch, num, dtype=torch.long, device=xyz.device)
     nearest = torch.empty(batch, n, dtype=xyz.dtype, device=xyz.device)
     mask = None if mask is None else mask.to(torch.bool).contiguous()
-    _launch(_fps_kernel, (batch, ), xyz, xyz if mask is None else mask, nearest, out, n, num,
+    launch(_fps_kernel, (batch, ), xyz, xyz if mask is None else mask, nearest, out, n, num,
             HAS_MASK=mask is not None, BLOCK=_BLOCK)
     return out
 
@@ -285,7 +337,7 @@ def ball_query(radius: float, nsample: int, xyz: Tensor, new_xyz: Tensor) -> Ten
     batch, n, _ = xyz.shape
     s = new_xyz.shape[1]
     out = torch.empty(batch, s, nsample, dtype=torch.long, device=xyz.device)
-    _launch(_ball_query_kernel, (batch * s, ), xyz.contiguous(), new_xyz.contiguous(), out, n, s,
+    launch(_ball_query_kernel, (batch * s, ), xyz.contiguous(), new_xyz.contiguous(), out, n, s,
             radius * radius, nsample, **_QUERY)
     return out
 
@@ -306,7 +358,7 @@ def cylinder_queries(xyz: Tensor, new_xyz: Tensor, rot: Tensor, radii: Sequence[
     radius2 = _thresholds(tuple(r * r for r in radii), xyz.device)
     top = _thresholds(tuple(hmax), xyz.device)
     grid = (batch * s, len(radii) * len(hmax))
-    _launch(_cylinder_query_kernel, grid, xyz.contiguous(), new_xyz.contiguous(),
+    launch(_cylinder_query_kernel, grid, xyz.contiguous(), new_xyz.contiguous(),
             rot.contiguous(), radius2, top, out, n, s, batch, len(hmax), hmin, nsample, **_QUERY)
     return out
 
@@ -317,6 +369,21 @@ def three_nn(ref: Tensor, query: Tensor) -> Tuple[Tensor, Tensor]:
     batch, q, _ = query.shape
     dist2 = torch.empty(batch, q, 3, dtype=query.dtype, device=query.device)
     idx = torch.empty(batch, q, 3, dtype=torch.long, device=query.device)
-    _launch(_three_nn_kernel, (batch, triton.cdiv(q, _THREE_NN_BLOCK)), ref.contiguous(),
+    launch(_three_nn_kernel, (batch, triton.cdiv(q, _THREE_NN_BLOCK)), ref.contiguous(),
             query.contiguous(), dist2, idx, ref.shape[1], q, BLOCK=_THREE_NN_BLOCK)
     return dist2, idx
+
+
+def knn(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    """The ``k`` (4 to ``KNN_SLOTS[-1]``) nearest ``ref`` points of each query point, as
+    :func:`.point_ops.knn` orders them: squared distances (B, Q, k') ascending, equal ones by
+    index, and int64 indices (B, Q, k'), k' = min(k, M)."""
+    batch, q, _ = query.shape
+    m = ref.shape[1]
+    slots = next(s for s in KNN_SLOTS if s >= k)
+    dist2 = torch.empty(batch, q, k, dtype=query.dtype, device=query.device)
+    idx = torch.empty(batch, q, k, dtype=torch.long, device=query.device)
+    if batch and q:
+        _launch(_knn_kernel, (batch, triton.cdiv(q, _KNN_BLOCK)), ref.contiguous(),
+                query.contiguous(), dist2, idx, m, q, k, BLOCK=_KNN_BLOCK, SLOTS=slots)
+    return dist2[..., :min(k, m)], idx[..., :min(k, m)]

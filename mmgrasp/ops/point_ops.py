@@ -30,6 +30,7 @@ from .kernel_scope import kernel_scope
 from .numerics import current_point_ops
 
 _CHUNK_ELEMENTS = 1 << 23  # 8M elements per (B, chunk, N) temporary (32 MiB in float32)
+KNN_KERNEL_MAX_K = 16  # the largest k of knn's kernel (point_kernels.KNN_SLOTS)
 
 
 _TRITON_MISSING: list = []  # why the kernels module failed to import, once it has
@@ -132,14 +133,17 @@ def knn(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     ``(dx² + dy²) + dz²`` of exact differences (not the matrix-product shortcut, so near ties
     are ordered correctly); equal distances go to the lower index. idx is 0-based. The
     GraspNet ``knn`` package returns 1-based indices shaped (B, k, Q). No gradient flows
-    through dist, as with pointnet2's ``three_nn``. For k <= 3 on CUDA it is one launch.
+    through dist, as with pointnet2's ``three_nn``. With fewer than k reference points, the
+    k > 3 paths return all M of them. On CUDA it is one launch for k <= ``KNN_KERNEL_MAX_K``
+    (k <= 3: ``three_nn``'s).
     """
-    if k > 3:
-        dist2, idx = _knn_reference(ref, query, k)
-        return dist2.sqrt(), idx
-    kernels = _kernels_for(query)
+    kernels = None if k > KNN_KERNEL_MAX_K else _kernels_for(query)
     if kernels is None:
         dist2, idx = _knn_reference(ref, query, k)
+        return dist2.sqrt(), idx
+    if k > 3:
+        with kernel_scope('knn', 1):
+            dist2, idx = kernels.knn(ref, query, k)
         return dist2.sqrt(), idx
     with kernel_scope('three_nn', 1):
         dist2, idx = kernels.three_nn(ref, query)
@@ -154,8 +158,9 @@ def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
         dist2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
         if k > 3:
             dist2, idx = dist2.sort(dim=-1, stable=True)
-            dists.append(dist2[..., :k])
-            inds.append(idx[..., :k])
+            # copies, not views: a view would keep the chunk's whole (B, chunk, M) sort alive
+            dists.append(dist2[..., :k].clone())
+            inds.append(idx[..., :k].clone())
             continue
         picked = []  # k rounds of the first minimum, each taken out: cheaper than a sort
         for _ in range(k):

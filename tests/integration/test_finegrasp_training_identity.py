@@ -1,5 +1,5 @@
 """Whole FineGrasp trainings (demo config with its warm-up + cosine schedule and gradient clip,
-shrunk network, normals, 2 loader workers, shuffling and the flip on) through tools/train.py with
+shrunk network, normals and the flip in the data preprocessor, 2 loader workers, shuffling) through tools/train.py with
 dense and with deferred economic labels: every loss finite, then every loss term of every
 iteration and the final weights and optimizer state bit for bit equal."""
 import glob
@@ -17,10 +17,10 @@ CONFIG = """
 _base_ = ['{repo}/configs/finegrasp_demo.py']
 data_root = '{root}'
 train_pipeline = [
-    dict(type='LoadGraspScene', num_points=800, outlier=0.02, voxel_size=0.005,
-         with_graspness=True, with_normals=True),
+    dict(type='LoadGraspScene', num_points=800, outlier=0.02, with_graspness=True),
+    dict(type='EstimateNormals', apply='device'),
     dict(type='LoadEconomicLabels', grids='{grids}', top_k={views}),
-    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='worker'),
+    dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0, apply='device'),
     dict(type='PackGraspInputs', keys=('points', 'normals', 'objectness', 'graspness')),
 ]
 train_dataloader = dict(batch_size=2, num_workers=2, persistent_workers=True,

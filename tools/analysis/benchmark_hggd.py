@@ -5,12 +5,20 @@
 - ``count``: kernel launches, host syncs and peak live bytes of one training iteration that
   steps the optimizer (forward, losses, backward, fused AdamW with clipping) and of one
   inference pass, as ``mmgrasp/analysis/dispatch_count.py`` counts them for the CUDA path (the
-  point ops charged as their Triton kernels, their torch references run in their place);
-- ``cnn``: the image network's forward + backward time in float32, with channels-last memory,
-  and under bfloat16 autocast (median of ``--repeats`` after one warm-up).
+  point ops charged as their Triton kernels, their torch references run in their place),
+  after one unmeasured training iteration (the optimizer makes its state at its first step:
+  624 fills, once a training);
+- ``cnn``: the image network's forward + backward in float32, with channels-last memory, and
+  under bfloat16 autocast: its time (median of ``--repeats`` after one warm-up; ``0``: none),
+  and the launches, syncs and peak live bytes of one such step, counted as ``count`` counts.
 
-    python tools/analysis/benchmark_hggd.py count [--batch 4] [--json OUT]
-    python tools/analysis/benchmark_hggd.py cnn [--batch 1] [--repeats 3]
+    python tools/analysis/benchmark_hggd.py count [--batch 4] [--measure all] [--json OUT]
+    python tools/analysis/benchmark_hggd.py cnn [--batch 1] [--repeats 3]  # --repeats 0: counts only
+
+At paper size the CPU holds what the GPU would (about 6 GB of tensors at the peak) and more:
+on a shared machine run ``--measure launches`` and ``--measure peak`` as two processes, one
+thread each, with glibc returning freed blocks at once (``MALLOC_MMAP_THRESHOLD_=131072``),
+or the process's resident memory grows to twice the live tensors.
 
 The model is configs/_base_/models/hggd.py (with the plain data preprocessor: the batches are
 already the model's inputs).
@@ -78,11 +86,17 @@ def count(args) -> dict:
         with torch.no_grad(), dc.stage('forward', spans):
             model.predict(inputs, samples)
 
-    out = {}
-    for mode, run in (('train', train), ('inference', inference)):  # no lazy init on the CPU
+    start = time.perf_counter()
+    train()  # the warm-up: the optimizer's state
+    out = {'warmup_seconds': round(time.perf_counter() - start, 1)}
+    print(json.dumps(out), file=sys.stderr, flush=True)
+    for mode, run in (('train', train), ('inference', inference)):
+        if args.measure == 'peak':
+            break
         spans.clear()
         start = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        # the shapes: the sizes of the tensors a multi-tensor (foreach) op works on
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             run()
         seconds = time.perf_counter() - start
         parts = dc.count_events(prof.events(), [s for s in spans if s[0] != 'forward'], numels)
@@ -93,14 +107,18 @@ def count(args) -> dict:
                 parts['other'][key] += other[key]
         out[mode] = dict(dc.summarise(parts), seconds_profiled=round(seconds, 1))
         print(json.dumps({mode: out[mode]}), file=sys.stderr, flush=True)  # kept if cut short
-    out['train']['peak_bytes'] = dc.peak_bytes(
-        train, torch.device('cpu'), [model.state_dict(keep_vars=True),
-                                     [p.grad for p in model.parameters()],
-                                     optim.optimizer.state, inputs])
+    if args.measure != 'launches':
+        out.setdefault('train', {})['peak_bytes'] = dc.peak_bytes(
+            train, torch.device('cpu'), [model.state_dict(keep_vars=True),
+                                         [p.grad for p in model.parameters()],
+                                         optim.optimizer.state, inputs])
     return out
 
 
 def cnn(args) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    from mmgrasp.analysis import dispatch_count as dc
     from mmgrasp.models.backbones import AnchorGraspNet
     torch.manual_seed(0)
     images = torch.randn(args.batch, 4, 640, 360)
@@ -111,20 +129,35 @@ def cnn(args) -> dict:
         if name == 'channels_last':
             net = net.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
-        times = []
-        for i in range(args.repeats + 1):
-            start = time.perf_counter()
+
+        def step():
             with torch.autocast('cpu', dtype=torch.bfloat16, enabled=name == 'bf16_autocast'):
                 out = net(x)
                 loss = sum(v.float().mean() for k, v in out.items() if k != 'features')
             loss.backward()
-            net.zero_grad()
-            if i:
-                times.append(time.perf_counter() - start)
-        results[name] = statistics.median(times)
-    base = results['float32']
-    return {name: dict(seconds=round(s, 3), ratio=round(s / base, 2))
-            for name, s in results.items()}
+            net.zero_grad(set_to_none=False)
+
+        step()  # the warm-up: the gradients' buffers
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        counted = dc.summarise(dc.count_events(prof.events()))
+        peak = dc.peak_bytes(step, torch.device('cpu'), [net.state_dict(keep_vars=True),
+                                                        [p.grad for p in net.parameters()], x])
+        results[name] = dict(seconds=statistics.median(times) if times else None,
+                             launches=counted['launches'], syncs=counted['syncs'],
+                             peak_bytes=peak['peak'])
+        print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)
+    base = results['float32']['seconds']
+    for figures in results.values():
+        if base and figures['seconds']:
+            figures['ratio'] = round(figures['seconds'] / base, 2)
+            figures['seconds'] = round(figures['seconds'], 3)
+    return results
 
 
 def main(argv=None) -> int:
@@ -134,6 +167,9 @@ def main(argv=None) -> int:
     parser.add_argument('--batch', type=int, default=None,
                         help='frames a batch (count: 4, cnn: 1)')
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--measure', choices=('all', 'launches', 'peak'), default='all',
+                        help='count: launches and syncs (train, inference), the training '
+                             "iteration's peak live bytes, or both")
     parser.add_argument('--json', help='also write the figures here')
     args = parser.parse_args(argv)
     args.batch = args.batch or (4 if args.what == 'count' else 1)

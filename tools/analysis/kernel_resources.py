@@ -6,7 +6,8 @@ Kernels are found by introspection: every ``@triton.jit`` function of every modu
 wrappers launch through, see ``mmgrasp/ops/point_kernels.py``); every entry is
 compiled with ``triton.compile(ASTSource(...), target=GPUTarget('cuda', cc, 32))``, which runs the
 ``ptxas`` that Triton ships in its wheel. A kernel that no entry launches and no launched kernel
-uses (calls, or names as a reduction's combine function) is reported as ``uncovered``.
+uses (calls, or names as a reduction's combine function), directly or through a helper it uses,
+is reported as ``uncovered``.
 Registers and local memory are read from the cubin (``cuobjdump --dump-resource-usage``): on a
 GPU Triton reads the same two values from the driver (``n_regs``; ``n_spills`` = local bytes /
 4); shared memory is Triton's ``metadata.shared``.
@@ -93,11 +94,15 @@ def compile_entry(entry, cc: int) -> Dict[str, object]:
 
 def uncovered(kernels: list, launches: tuple) -> List[str]:
     """The kernels that no entry of ``launches`` launches, nor a launched kernel uses (calls,
-    or names as a reduction's combine function)."""
-    launched = {entry.kernel for entry in launches}
-    sources = [kernel.src for kernel in launched]
-    return [kernel.__name__ for kernel in kernels if kernel not in launched
-            and not any(re.search(rf'\b{kernel.__name__}\b', src) for src in sources)]
+    or names as a reduction's combine function), directly or through the helpers it uses."""
+    covered = {entry.kernel for entry in launches}
+    while True:
+        sources = [kernel.src for kernel in covered]
+        used = {kernel for kernel in kernels if kernel not in covered
+                and any(re.search(rf'\b{kernel.__name__}\b', src) for src in sources)}
+        if not used:
+            return [kernel.__name__ for kernel in kernels if kernel not in covered]
+        covered |= used
 
 
 def report(targets=TARGETS) -> Dict[str, List]:

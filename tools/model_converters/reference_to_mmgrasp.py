@@ -24,7 +24,10 @@ two networks' state dicts (the names mmgrasp's AnchorGraspNet / PointMultiGraspN
 Read with ``weights_only=True``; any other top-level entry is refused, naming it.
 DST is an mmgrasp checkpoint (``state_dict`` + ``meta``) that ``load_checkpoint(model, DST,
 strict=True)`` accepts for the model of CONFIG (default: the method's shipped
-``configs/<method>_deferred.py``; for hggd ``configs/_base_/models/hggd.py``).
+``configs/<method>_deferred.py``; for ``finegrasp`` ``configs/finegrasp_published.py``, whose
+normals are those the reference's hub processor feeds the published weights: open3d's sign,
+unit length; for hggd ``configs/_base_/models/hggd.py``). For ``finegrasp`` DST's meta also
+records the config's normals rule.
 
 What changes besides the names:
 
@@ -56,6 +59,10 @@ METHODS = ('economicgrasp', 'finegrasp', 'graspnet_baseline', 'gsnet', 'hggd', '
 #: Methods whose published weights are safetensors files (the others: torch.save dicts).
 SAFETENSORS_METHODS = ('finegrasp',)
 SAFETENSORS_NAME = 'model.safetensors'  # the file name in a hub snapshot folder
+#: Default configs other than configs/<method>_deferred.py: the published FineGrasp weights
+#: take the hub processor's normals (orientation 'solver', scale 1); HGGD has no dataset config.
+DEFAULT_CONFIGS = {'finegrasp': 'finegrasp_published.py',
+                   'hggd': os.path.join('_base_', 'models', 'hggd.py')}
 DATA_PARALLEL_PREFIX = 'module.'  # what nn.DataParallel and DDP put before every key
 
 
@@ -412,13 +419,21 @@ def model_shapes(config: str) -> Dict[str, torch.Size]:
     return {k: v.shape for k, v in model.state_dict().items()}
 
 
+def normal_rule(config: str) -> Optional[dict]:
+    """The EstimateNormals settings of ``config``'s test pipeline (None without one)."""
+    from mmengine.config import Config
+    loader = Config.fromfile(config).get('test_dataloader')
+    steps = loader.dataset.pipeline if loader else []
+    rule = next((dict(s) for s in steps if s.get('type') == 'EstimateNormals'), None)
+    return rule and {k: v for k, v in rule.items() if k not in ('type', 'apply')}
+
+
 def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
                  ) -> Tuple[int, dict]:
     """Convert SRC into DST (written under a temporary name, then renamed); returns the number
     of tensors and what DST's meta says of SRC."""
-    config = config or (os.path.join(REPO, 'configs', '_base_', 'models', 'hggd.py')
-                        if method == 'hggd' else
-                        os.path.join(REPO, 'configs', f'{method}_deferred.py'))
+    config = config or os.path.join(REPO, 'configs',
+                                    DEFAULT_CONFIGS.get(method, f'{method}_deferred.py'))
     loader = (load_safetensors if method in SAFETENSORS_METHODS else
               load_hggd if method == 'hggd' else load_reference)
     reference, info = loader(src)
@@ -427,6 +442,8 @@ def convert_file(method: str, src: str, dst: str, config: Optional[str] = None
     except ConversionError as err:
         raise ConversionError(f'{src}: {err}') from None
     meta = dict(converted_from=os.path.abspath(src), method=method, config=config, **info)
+    if method == 'finegrasp':
+        meta['normals'] = normal_rule(config)
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     torch.save({'state_dict': state, 'meta': meta}, dst + '.tmp')
     os.replace(dst + '.tmp', dst)
@@ -442,7 +459,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                     'dict of anchor, local, gamma, beta)')
     parser.add_argument('dst', help='mmgrasp checkpoint to write')
     parser.add_argument('--config', help='mmgrasp config of the model (default: '
-                                         'configs/<method>_deferred.py; for hggd '
+                                         'configs/<method>_deferred.py; finegrasp: '
+                                         'configs/finegrasp_published.py; hggd: '
                                          'configs/_base_/models/hggd.py)')
     return parser.parse_args(argv)
 

@@ -61,11 +61,27 @@ def box_sdf_grid(half: np.ndarray, signed_distance=None):
     ``signed_distance`` (points -> distances) replaces the box's for curved shapes (``half``:
     their bounding box); their flat faces (caps, the L's sides) need the same factor.
     """
-    res = SDF_RESOLUTION
-    cells = np.ceil((np.asarray(half) + SDF_PADDING) / res).astype(int)
-    origin = -cells * res
-    axes = [origin[k] + res * np.arange(2 * cells[k] + 1) for k in range(3)]
-    pts = np.stack(np.meshgrid(*axes, indexing='ij'), -1)
-    exact = box_signed_distance(half, pts) if signed_distance is None else signed_distance(pts)
-    values = exact * (1 + SDF_CURVATURE * pts.sum(-1))
+    half = np.asarray(half)
+    return curved_sdf_grid(-half, half, lambda pts: box_signed_distance(half, pts)
+                           if signed_distance is None else signed_distance(pts))
+
+
+def sdf_grid_points(lo: np.ndarray, hi: np.ndarray, resolution: float = SDF_RESOLUTION,
+                    padding: float = SDF_PADDING):
+    """(points (nx, ny, nz, 3), origin (3,), resolution) of the grid on multiples of
+    ``resolution`` that covers [lo - padding, hi + padding]."""
+    start = np.floor((np.asarray(lo, np.float64) - padding) / resolution)
+    stop = np.ceil((np.asarray(hi, np.float64) + padding) / resolution)
+    origin = start * resolution
+    axes = [origin[k] + resolution * np.arange(int(stop[k] - start[k]) + 1) for k in range(3)]
+    return np.stack(np.meshgrid(*axes, indexing='ij'), -1), origin, resolution
+
+
+def curved_sdf_grid(lo: np.ndarray, hi: np.ndarray, signed_distance,
+                    resolution: float = SDF_RESOLUTION, padding: float = SDF_PADDING):
+    """(values, origin, resolution) of ``signed_distance`` (points (..., 3) -> distances) on
+    :func:`sdf_grid_points`, times (1 + SDF_CURVATURE * (x + y + z)) as :func:`box_sdf_grid`
+    explains: what dexnet's contact search needs of any SDF with flat faces."""
+    pts, origin, res = sdf_grid_points(lo, hi, resolution, padding)
+    values = signed_distance(pts) * (1 + SDF_CURVATURE * pts.sum(-1))
     return values, origin, res

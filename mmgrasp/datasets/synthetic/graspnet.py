@@ -77,7 +77,7 @@ def _quaternion(r: np.ndarray) -> np.ndarray:
     return q / norm(q)
 
 
-def _annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
+def annotation_xml(ids: Sequence[int], poses: Sequence[np.ndarray],
                     kinds: Sequence[str] | None = None) -> str:
     """``annotations/%04d.xml`` as graspnetAPI's xmlWriter lays it out (children read by position:
     obj_id, obj_name, obj_path, pos_in_world, ori_in_world as w x y z); poses model -> camera."""
@@ -97,7 +97,7 @@ def _kind(model: SyntheticModel) -> str:
     return 'box' if model.shape is None else model.shape.kind
 
 
-def _savemat_bytes(mdict: dict) -> bytes:
+def savemat_bytes(mdict: dict) -> bytes:
     """scipy stamps the creation time into the header; a fixed header keeps files reproducible."""
     buf = io.BytesIO()
     scipy.io.savemat(buf, mdict)
@@ -162,12 +162,12 @@ def _write_scene(root: str, seed: int, scene: int, ids: list[int],
             obj_wrt_cam = [matmul(rigid_inverse(cam_wrt_table), p) for p in obj_wrt_table]
             poses = np.stack([m[:3] for m in obj_wrt_cam], axis=2).astype(np.float32)
             with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
-                fh.write(_annotation_xml(ids, obj_wrt_cam,
+                fh.write(annotation_xml(ids, obj_wrt_cam,
                                          [_kind(models[i]) for i in ids]))
             meta = {'poses': poses, 'cls_indexes': cls_indexes, 'intrinsic_matrix': K,
                     'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
             with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
-                fh.write(_savemat_bytes(meta))
+                fh.write(savemat_bytes(meta))
 
     # Scene collisions: the same gripper against the other objects and the table
     # (labels.py): boxes against boxes in closed form, curved shapes by their points.

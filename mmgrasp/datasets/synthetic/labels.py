@@ -39,17 +39,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmgrasp.geometry import gripper_collision, portable_min_friction
+from mmgrasp.geometry import GRASPNET_GRIPPER, Gripper, gripper_collision, portable_min_friction
 from mmgrasp.geometry.portable import cos, dot, matmul, matvec, norm, rigid_inverse, sin
 
 __all__ = ['grasp_views', 'grasp_frames', 'box_grasp_labels', 'box_self_collision',
            'scene_collision', 'shape_grasp_labels', 'points_collision', 'tolerance_labels',
-           'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE', 'EDGE_MARGIN',
-           'MU_GRID']
+           'march_exit', 'GRIPPER_HEIGHT', 'GRIPPER_BASE_DEPTH', 'FINGER_WIDTH', 'JAW_CLEARANCE',
+           'EDGE_MARGIN', 'MU_GRID']
 
-GRIPPER_HEIGHT = 0.02  # graspnetAPI eval_utils.collision_detection
-GRIPPER_BASE_DEPTH = 0.02
-FINGER_WIDTH = 0.01
+GRIPPER_HEIGHT = GRASPNET_GRIPPER.height  # graspnetAPI eval_utils.collision_detection
+GRIPPER_BASE_DEPTH = GRASPNET_GRIPPER.base_depth
+FINGER_WIDTH = GRASPNET_GRIPPER.finger_width
 JAW_CLEARANCE = 0.005  # each open jaw starts this far outside the box
 EDGE_MARGIN = 0.006  # three SDF cells (boxes.SDF_RESOLUTION = 2 mm)
 CENTRE_MARGIN = 0.004  # two SDF cells: dexnet's jaw samples end at the centre
@@ -70,14 +70,16 @@ def grasp_views(num_views: int) -> np.ndarray:
     return np.stack([r * cos(2 * i * np.pi * phi), r * sin(2 * i * np.pi * phi), z], 1)
 
 
-def grasp_frames(num_views: int, num_angles: int) -> np.ndarray:
-    """Rotations (V, A, 3, 3) of approach -view and angle a * pi / 12 (columns x, y, z)."""
+def grasp_frames(num_views: int, num_angles: int, angles: np.ndarray | None = None
+                 ) -> np.ndarray:
+    """Rotations (V, A, 3, 3) of approach -view and angle a * pi / 12, or ``angles`` (A,)
+    (columns x, y, z)."""
     x = -grasp_views(num_views)
     y = np.stack([-x[:, 1], x[:, 0], np.zeros(num_views)], 1)
     y[norm(y) == 0] = (0, 1, 0)
     y /= norm(y)[:, None]
     z = np.cross(x, y)
-    theta = np.arange(num_angles) * np.pi / 12
+    theta = np.arange(num_angles) * np.pi / 12 if angles is None else np.asarray(angles)
     c, s = cos(theta)[None, :, None], sin(theta)[None, :, None]
     y_a = c * y[:, None] + s * z[:, None]
     z_a = -s * y[:, None] + c * z[:, None]
@@ -170,34 +172,39 @@ def _separated(cen_g, ext_g, rot, p, half):
     return sep
 
 
-def _gripper_parts(width, depth):
+def _gripper_parts(width, depth, gripper: Gripper = GRASPNET_GRIPPER):
     """(centre, half size) in the gripper frame of the left finger, right finger, base, hull."""
+    base_depth, finger, height = gripper.base_depth, gripper.finger_width, gripper.height
     h = width / 2
     n = len(h)
     zero = np.zeros(n)
-    fx, fe = (depth - GRIPPER_BASE_DEPTH) / 2, (depth + GRIPPER_BASE_DEPTH) / 2
-    hz = np.full(n, GRIPPER_HEIGHT / 2)
-    fy = h + FINGER_WIDTH / 2
-    finger_ext = np.stack([fe, np.full(n, FINGER_WIDTH / 2), hz], 1)
+    fx, fe = (depth - base_depth) / 2, (depth + base_depth) / 2
+    hz = np.full(n, height / 2)
+    fy = h + finger / 2
+    finger_ext = np.stack([fe, np.full(n, finger / 2), hz], 1)
     left = (np.stack([fx, -fy, zero], 1), finger_ext)
     right = (np.stack([fx, fy, zero], 1), finger_ext)
-    bx = -GRIPPER_BASE_DEPTH - FINGER_WIDTH / 2
+    bx = -base_depth - finger / 2
     base = (np.stack([np.full(n, bx), zero, zero], 1),
-            np.stack([np.full(n, FINGER_WIDTH / 2), h + FINGER_WIDTH, hz], 1))
-    back = -GRIPPER_BASE_DEPTH - FINGER_WIDTH
+            np.stack([np.full(n, finger / 2), h + finger, hz], 1))
+    back = -base_depth - finger
     hull = (np.stack([(depth + back) / 2, zero, zero], 1),
-            np.stack([(depth - back) / 2, h + FINGER_WIDTH, hz], 1))
+            np.stack([(depth - back) / 2, h + finger, hz], 1))
     return left, right, base, hull
 
 
-def _cells(mu, width, points, grid):
-    """Rotation, origin, width and depth of every cell with mu > 0 (flat index order)."""
+def _cells(mu, width, points, grid, gripper: Gripper | None = None):
+    """Rotation, origin, width and depth of every cell with mu > 0 (flat index order); the
+    angles and depths are the gripper's (None: GraspNet's a * pi / 12 and (d + 1) * 0.01)."""
     v, a, d = grid
     idx = np.flatnonzero(mu.reshape(-1) > 0)
     pi, vi, ai, di = np.unravel_index(idx, mu.shape)
-    rot = grasp_frames(v, a)[vi, ai]
-    return idx, rot, np.asarray(points, np.float64)[pi], width.reshape(-1)[idx].astype(np.float64), \
-        _depths(d)[di]
+    if gripper is None:
+        rot, depths = grasp_frames(v, a), _depths(d)
+    else:
+        rot, depths = grasp_frames(v, a, gripper.angles()), gripper.depths()
+    return idx, rot[vi, ai], np.asarray(points, np.float64)[pi], \
+        width.reshape(-1)[idx].astype(np.float64), depths[di]
 
 
 def box_self_collision(half, points, mu, width, grid) -> np.ndarray:
@@ -251,7 +258,7 @@ def _below_table(rot, p, hull_c, hull_e, pose) -> np.ndarray:
     return centre_t[:, 2] - dot(np.abs(rot_t[:, 2, :]), hull_e) < 0
 
 
-def _march_exit(shape, centres: np.ndarray, axes: np.ndarray, limit: float) -> np.ndarray:
+def march_exit(shape, centres: np.ndarray, axes: np.ndarray, limit: float) -> np.ndarray:
     """Distance t > 0 where ``centres + t * axes`` (inside the shape) first leaves it, NaN when
     it stays inside up to ``limit``: 1 mm steps, then 30 bisections."""
     ts = np.arange(1, int(np.ceil(limit / MARCH_STEP)) + 2) * MARCH_STEP
@@ -307,8 +314,8 @@ def shape_grasp_labels(shape, points: np.ndarray, grid: tuple[int, int, int],
     c = np.repeat(centre[pi, vi, di], a, axis=0)  # (M * A, 3), angles fastest
     u = rot[vi][..., 1].reshape(-1, 3)  # jaw axes
     limit = max_width / 2
-    t_far = _march_exit(shape, c, u, limit)
-    t_near = _march_exit(shape, c, -u, limit)
+    t_far = march_exit(shape, c, u, limit)
+    t_near = march_exit(shape, c, -u, limit)
     with np.errstate(invalid='ignore'):
         width = 2 * np.maximum(t_near, t_far) + 2 * JAW_CLEARANCE
         ok = (t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
@@ -334,28 +341,32 @@ def shape_grasp_labels(shape, points: np.ndarray, grid: tuple[int, int, int],
 
 def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
                      table_pose: np.ndarray | None = None,
-                     skip: np.ndarray | None = None) -> np.ndarray:
+                     skip: np.ndarray | None = None, gripper: Gripper | None = None,
+                     chunk: int = 1 << 16) -> np.ndarray:
     """(Np, V, A, D) bool for cells with mu > 0: the evaluator's point test (points of
     ``obstacle_points``, model frame, in a finger or the base), or, with ``table_pose`` (model ->
-    table), the gripper hull below the table top; cells flagged in ``skip`` stay flagged."""
+    table), the gripper hull below the table top; cells flagged in ``skip`` stay flagged.
+    ``gripper`` gives the fingers, base, angles and depths (None: GraspNet's); the cells are
+    tested ``chunk`` at a time."""
     out = np.zeros(mu.size, bool) if skip is None else skip.reshape(-1).copy()
-    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    idx, rot, p, w, dep = _cells(mu, width, points, grid, gripper)
     keep = ~out[idx]
     idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
-    if not len(idx):
-        return out.reshape(mu.shape)
-    hit = np.zeros(len(idx), bool)
-    if table_pose is not None:
-        hull_c, hull_e = _gripper_parts(w, dep)[3]
-        hit |= _below_table(rot, p, hull_c, hull_e, table_pose)
-    if len(obstacle_points):
-        rows = np.zeros((len(idx), 17))
-        rows[:, 1], rows[:, 2], rows[:, 3] = w, GRIPPER_HEIGHT, dep
-        rows[:, 4:13], rows[:, 13:16] = rot.reshape(-1, 9), p
-        hit |= gripper_collision(rows, np.asarray(obstacle_points, np.float64),
-                                 GRIPPER_HEIGHT, GRIPPER_BASE_DEPTH, FINGER_WIDTH,
-                                 empty_thresh=0)[0]
-    out[idx[hit]] = True
+    g = GRASPNET_GRIPPER if gripper is None else gripper
+    obstacle_points = np.asarray(obstacle_points, np.float64)
+    for s in range(0, len(idx), chunk):
+        part = slice(s, s + chunk)
+        hit = np.zeros(len(idx[part]), bool)
+        if table_pose is not None:
+            hull_c, hull_e = _gripper_parts(w[part], dep[part], g)[3]
+            hit |= _below_table(rot[part], p[part], hull_c, hull_e, table_pose)
+        if len(obstacle_points):
+            rows = np.zeros((len(hit), 17))
+            rows[:, 1], rows[:, 2], rows[:, 3] = w[part], g.height, dep[part]
+            rows[:, 4:13], rows[:, 13:16] = rot[part].reshape(-1, 9), p[part]
+            hit |= gripper_collision(rows, obstacle_points, g.height, g.base_depth,
+                                     g.finger_width, empty_thresh=0)[0]
+        out[idx[part][hit]] = True
     return out.reshape(mu.shape)
 
 

@@ -114,6 +114,14 @@ def grasp_arrays(model: SyntheticModel, grid: tuple[int, int, int], max_width: f
     return offsets, collision, mu, width
 
 
+def model_mesh(model: SyntheticModel, spacing: float = 0.002) -> tuple:
+    """(vertices, triangles) of a closed mesh of the model (exact for boxes and the L, vertices
+    about ``spacing`` apart on curved surfaces): the model as a user's mesh file would hold it."""
+    if model.shape is None:
+        return box_corners(model.half), np.array(BOX_FACES)
+    return model.shape.closed_mesh(spacing)
+
+
 def model_ply(model: SyntheticModel, fmt: str = 'ascii') -> bytes:
     """Dense surface points as real models have (graspnetAPI reads vertices, downsamples at 8 mm):
     ASCII with 6 decimals, or binary little-endian float32."""

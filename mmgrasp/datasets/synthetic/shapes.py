@@ -144,20 +144,54 @@ class Shape:
             faces = np.concatenate([np.array(BOX_FACES), np.array(BOX_FACES) + 8])
             return verts, faces
         if self.kind == 'torus':
-            prm, n, m = self.params, 32, 12
-            th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
-                                 indexing='ij')
-            rad = prm['R'] + prm['r'] * cos(ph)
-            verts = np.stack([rad * cos(th), rad * sin(th), prm['r'] * sin(ph)],
-                             -1).reshape(-1, 3)
-            i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
-            a, b = i * m + j, ((i + 1) % n) * m + j
-            c, d = ((i + 1) % n) * m + (j + 1) % m, i * m + (j + 1) % m
-            faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3),
-                                    np.stack([a, c, d], -1).reshape(-1, 3)])
-            return verts, faces
+            return self._torus_mesh(32, 12)
         verts = self.surface_points(0.01)
         return verts, ConvexHull(verts).simplices
+
+    def _torus_mesh(self, n: int, m: int) -> tuple:
+        """The torus as an n x m grid of quads (two triangles each), outward-oriented."""
+        prm = self.params
+        th, ph = np.meshgrid(2 * np.pi * np.arange(n) / n, 2 * np.pi * np.arange(m) / m,
+                             indexing='ij')
+        rad = prm['R'] + prm['r'] * cos(ph)
+        verts = np.stack([rad * cos(th), rad * sin(th), prm['r'] * sin(ph)],
+                         -1).reshape(-1, 3)
+        i, j = np.meshgrid(np.arange(n), np.arange(m), indexing='ij')
+        a, b = i * m + j, ((i + 1) % n) * m + j
+        c, d = ((i + 1) % n) * m + (j + 1) % m, i * m + (j + 1) % m
+        faces = np.concatenate([np.stack([a, b, c], -1).reshape(-1, 3),
+                                np.stack([a, c, d], -1).reshape(-1, 3)])
+        return verts, faces
+
+    def closed_mesh(self, spacing: float = 0.002) -> tuple:
+        """(vertices (V, 3), triangles (F, 3)) of a closed, outward-oriented surface with
+        vertices about ``spacing`` apart, for exporting the model as a mesh (the L as one
+        extruded polygon, not two overlapping boxes as :meth:`mesh`)."""
+        prm = self.params
+        if self.kind == 'torus':
+            n = max(32, int(np.ceil(2 * np.pi * (prm['R'] + prm['r']) / spacing)))
+            m = max(12, int(np.ceil(2 * np.pi * prm['r'] / spacing)))
+            return self._torus_mesh(n, m)
+        if self.kind == 'lshape':
+            a, w, t = prm['a'], prm['w'], prm['t']
+            ring = np.array([[-a, -a], [a, -a], [a, -a + w], [-a + w, -a + w], [-a + w, a],
+                             [-a, a]])  # counter-clockwise seen from +z
+            verts = np.concatenate([np.c_[ring, np.full(6, -t)], np.c_[ring, np.full(6, t)]])
+            caps = [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 5)]  # fans from the outer corner
+            faces = [(k, j, i) for i, j, k in caps] + [(i + 6, j + 6, k + 6) for i, j, k in caps]
+            for i in range(6):
+                j = (i + 1) % 6
+                faces += [(i, j, j + 6), (i, j + 6, i + 6)]
+            return verts, np.array(faces)
+        verts = self.surface_points(spacing)
+        hull = ConvexHull(verts)
+        faces = hull.simplices.copy()
+        centre = verts[faces].mean(1)
+        inward = np.einsum('ij,ij->i', np.cross(verts[faces[:, 1]] - verts[faces[:, 0]],
+                                                verts[faces[:, 2]] - verts[faces[:, 0]]),
+                           centre) < 0
+        faces[inward] = faces[inward][:, ::-1]
+        return verts, faces
 
     def ray_depths(self, origin: np.ndarray, dirs: np.ndarray, max_steps: int = 200,
                    eps: float = 1e-7) -> np.ndarray:

@@ -41,11 +41,14 @@ class RandomFlipRotateScene(BaseTransform):
     the batch is bit-identical to ``apply='worker'``. Transforms after this one then still see
     the original cloud and poses.
 
-    Normals (``LoadGraspScene(with_normals=True)``) are directions: they turn with the rotation,
-    and take the mirror only with ``flip_normals``. The default leaves them unmirrored, as
-    FineGrasp's training does (its flip negates the x of the points only, not of
-    ``cloud_normal``), so a mirrored sample's normals are those of the unmirrored scene. The
-    device path does not carry normals and refuses them.
+    Normals (:class:`EstimateNormals`, computed on the camera-frame cloud) are directions: they
+    turn with the rotation, and take the mirror only with ``flip_normals``. The default leaves
+    them unmirrored, as FineGrasp's training does (its flip negates the x of the points only,
+    not of ``cloud_normal``), so a mirrored sample's normals are those of the unmirrored scene.
+    With ``apply='device'`` their matrix (Rx(θ), or M with ``flip_normals``) travels too, for
+    normals computed in the worker or still to be computed in the preprocessor
+    (``EstimateNormals(apply='device')``, which needs this device path: in the worker the cloud
+    would be augmented before the preprocessor sees it).
 
     Required Keys:
 
@@ -58,6 +61,7 @@ class RandomFlipRotateScene(BaseTransform):
     - points (``apply='worker'`` only)
     - poses (``apply='worker'`` only)
     - normals (np.float32, (N, 3)), when present: Rx(θ) n, or M n with ``flip_normals``
+      (``apply='worker'`` only)
 
     Added Keys:
 
@@ -65,6 +69,8 @@ class RandomFlipRotateScene(BaseTransform):
       so the augmented cloud reaches the table frame through ``camera_to_table[:3, :3] @ M.T``.
     - aug_on_device (bool): M is still to be applied (``apply='device'``); PackGraspInputs then
       packs it as ``inputs['aug_matrix']``.
+    - normal_matrix (np.float32, (3, 3)): ``apply='device'`` with normals or a pending
+      ``normal_rule``: the normals' matrix, packed as ``inputs['normal_matrix']``.
 
     Args:
         flip_prob: probability of the x-mirror diag(−1, 1, 1).
@@ -94,15 +100,19 @@ class RandomFlipRotateScene(BaseTransform):
         rotation = np.array([[1, 0, 0], [0, c, -s], [0, s, c]], dtype=np.float64)
         mirror = np.diag([-1.0 if flip else 1.0, 1.0, 1.0])
         matrix = (rotation @ mirror).astype(np.float32)
-        if 'normals' in results and self.apply == 'device':
-            raise ValueError("RandomFlipRotateScene(apply='device'): the device path augments "
-                             "points and label poses only, not 'normals'; use apply='worker'")
+        turn = matrix if self.flip_normals else rotation.astype(np.float32)
         if self.apply == 'worker':
+            if 'normal_rule' in results:
+                raise ValueError("RandomFlipRotateScene(apply='worker') after "
+                                 "EstimateNormals(apply='device'): the preprocessor would "
+                                 'estimate the normals of the augmented cloud; use '
+                                 "apply='device' for both, or for neither")
             results['points'] = apply_matrix(matrix, results['points'])
             results['poses'] = apply_matrix_to_poses(matrix, results['poses'])
             if 'normals' in results:
-                turn = matrix if self.flip_normals else rotation.astype(np.float32)
                 results['normals'] = apply_matrix(turn, results['normals'])
+        elif 'normals' in results or 'normal_rule' in results:
+            results['normal_matrix'] = turn
         results['aug_matrix'] = matrix
         results['aug_on_device'] = self.apply == 'device'
         return results

@@ -4,7 +4,6 @@ from typing import Optional
 import numpy as np
 from mmcv.transforms import BaseTransform
 
-from mmgrasp.datasets.point_normals import estimate_normals
 from mmgrasp.storage.frames.store import pixel_points
 from mmgrasp.registry import TRANSFORMS
 
@@ -63,21 +62,17 @@ class LoadDepthImage(BaseTransform):
     - point_index (np.int64, (N,)): row of each point in the masked cloud
     - num_masked (int)
     - masked_cloud (np.float32, (num_masked, 3)): only with ``with_masked_cloud``
-    - normals (np.float32, (N, 3)): only with ``with_normals``, by LoadGraspScene's rule
 
     Args:
         num_points: points per sample.
         with_masked_cloud: also return the whole masked cloud (the collision filter's).
-        with_normals: also return the normals of the sampled points (FineGrasp's input).
     """
 
-    def __init__(self, num_points: int = 15000, with_masked_cloud: bool = False,
-                 with_normals: bool = False):
+    def __init__(self, num_points: int = 15000, with_masked_cloud: bool = False):
         if num_points < 1:
             raise ValueError(f'num_points must be positive, got {num_points}')
         self.num_points = num_points
         self.with_masked_cloud = with_masked_cloud
-        self.with_normals = with_normals
 
     def transform(self, results: dict) -> dict:
         depth, mask = results['depth'], results.get('workspace_mask')
@@ -96,8 +91,6 @@ class LoadDepthImage(BaseTransform):
         results['points'] = np.stack(xyz, axis=-1).astype(np.float32)
         results['point_index'] = index
         results['num_masked'] = len(pixels)
-        if self.with_normals:
-            results['normals'] = estimate_normals(results['points'])
         if self.with_masked_cloud:
             results['masked_cloud'] = np.stack(
                 pixel_points(values, pixels, width, intrinsics, factor), axis=-1).astype(np.float32)
@@ -105,4 +98,4 @@ class LoadDepthImage(BaseTransform):
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_points={self.num_points}, '
-                f'with_masked_cloud={self.with_masked_cloud}, with_normals={self.with_normals})')
+                f'with_masked_cloud={self.with_masked_cloud})')

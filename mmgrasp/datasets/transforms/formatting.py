@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
 
+from mmgrasp.datasets.transforms.augmentation import apply_matrix_to_poses
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.data_sample import GraspDataSample
 
@@ -32,9 +33,15 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
-    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``
+    - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``; with
+      aug_on_device turned by aug_matrix here (the worker's float32 arithmetic), as these
+      labels stay on the host
     - aug_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['aug_matrix']``, for
       GraspDataPreprocessor to apply to the points and label poses of the batch
+    - normal_matrix ((3, 3) float32) with aug_on_device: packed as ``inputs['normal_matrix']``
+      (the normals' turn)
+    - normal_rule (dict): put in the sample's metainfo, for GraspDataPreprocessor to compute
+      the normals (``EstimateNormals(apply='device')``)
     - the ``meta_keys``
 
     Args:
@@ -59,12 +66,16 @@ class PackGraspInputs(BaseTransform):
                                  "the final cloud, but RandomFlipRotateScene(apply='device') "
                                  'leaves the cloud unaugmented in the worker')
             inputs['aug_matrix'] = torch.from_numpy(results['aug_matrix'])
+            if 'normal_matrix' in results:
+                inputs['normal_matrix'] = torch.from_numpy(results['normal_matrix'])
         if 'voxel_size' in results:
             inputs['coors'] = torch.from_numpy(
                 np.ascontiguousarray(results['points'], dtype=np.float32)
                 / float(results['voxel_size']))
 
         sample = GraspDataSample(metainfo={k: results[k] for k in self.meta_keys if k in results})
+        if 'normal_rule' in results:
+            sample.set_metainfo(dict(normal_rule=dict(results['normal_rule'])))
         if 'grasp_labels' in results:
             labels = list(results['grasp_labels'])
             if 'grasp_label_instances' in results:
@@ -77,13 +88,11 @@ class PackGraspInputs(BaseTransform):
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
         if 'economic_labels' in results:  # poses after augmentation
+            poses = np.ascontiguousarray(results['poses'], np.float32)
             if results.get('aug_on_device'):
-                raise ValueError("PackGraspInputs: economic labels take their poses here, "
-                                 "after augmentation; RandomFlipRotateScene(apply='device') "
-                                 'would leave them unaugmented (use apply=\'worker\')')
-            sample.economic_labels = dataclasses.replace(
-                results['economic_labels'],
-                poses=torch.from_numpy(np.ascontiguousarray(results['poses'], np.float32)))
+                poses = apply_matrix_to_poses(results['aug_matrix'], poses)
+            sample.economic_labels = dataclasses.replace(results['economic_labels'],
+                                                         poses=torch.from_numpy(poses))
         return {'inputs': inputs, 'data_samples': sample}
 
     def __repr__(self) -> str:

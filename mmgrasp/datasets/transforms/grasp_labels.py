@@ -6,6 +6,7 @@ import torch
 from mmcv.transforms import BaseTransform
 from scipy.spatial import cKDTree
 
+from mmgrasp.geometry.gripper import build_gripper
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.storage.readers import StoreGrids
 from mmgrasp.storage.labels.maps import open_maps
@@ -64,6 +65,8 @@ class SampleGraspLabels(BaseTransform):
         remote: how the remote store is read: :class:`mmgrasp.storage.RemoteOptions` fields
             (gap, block_size, cache_bytes, concurrency, read_ahead, timeout, retries, ...) and
             ``storage_options``: the object store's configuration keys (endpoint, region, ...).
+        gripper: the gripper of the run (:class:`mmgrasp.geometry.Gripper` or a dict of its
+            fields; None: GraspNet's); labels made for another one are refused, naming both.
 
     Required Keys:
         - seg (N,) int64, 0 background, k = object id + 1
@@ -83,7 +86,7 @@ class SampleGraspLabels(BaseTransform):
                  tolerance: bool = False, skip_objects: Sequence[int] = (),
                  grids: str = 'deferred', cache_dir: Optional[str] = None,
                  tolerance_dir: Optional[str] = None, store_url: Optional[str] = None,
-                 remote: Optional[dict] = None):
+                 remote: Optional[dict] = None, gripper: Optional[dict] = None):
         if grids not in GRID_STORAGES:
             raise ValueError(f'SampleGraspLabels: grids={grids!r} is not a storage; expected one '
                              f'of {GRID_STORAGES}')
@@ -107,6 +110,8 @@ class SampleGraspLabels(BaseTransform):
         self.tolerance_dir = tolerance_dir
         self.store_url = store_url
         self.remote = dict(remote or {})
+        self.gripper = build_gripper(gripper)
+        self._checked_stores = set()
 
     def config(self) -> dict:
         """The label recipe, without ``grids``: derived assets are shared by both storages."""
@@ -119,8 +124,12 @@ class SampleGraspLabels(BaseTransform):
     def prepare(self, data_root: str, camera: Optional[str] = None) -> LabelStore:
         """Open (and build when needed) the store in the main process, before workers fork.
         Labels are the same for every camera: ``camera`` is accepted and not needed."""
-        return label_store_for(data_root, self.cache_dir, self.tolerance_dir, self.store_url,
-                               self.remote)
+        store = label_store_for(data_root, self.cache_dir, self.tolerance_dir, self.store_url,
+                                self.remote)
+        if id(store) not in self._checked_stores:
+            store.check_gripper(self.gripper, 'SampleGraspLabels.gripper')
+            self._checked_stores.add(id(store))
+        return store
 
     def _choose_rows(self, store: LabelStore, obj: int, pose: np.ndarray,
                      object_points: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -17,7 +17,6 @@ from mmgrasp.storage.frames.store import (FrameStore, aligned_graspness, box_mas
 from mmgrasp.storage.labels.store import default_cache_dir
 from mmgrasp.storage.source import GraspSource
 from mmgrasp.datasets.layouts import open_reader
-from mmgrasp.datasets.point_normals import estimate_normals
 from mmgrasp.registry import TRANSFORMS
 from .depth_image import implausible_depth
 
@@ -93,8 +92,6 @@ class LoadGraspScene(BaseTransform):
     - objectness (np.int64, (N,)): seg > 0
     - point_index (np.int64, (N,)): row of each point in the masked cloud
     - graspness (np.float32, (N,)): only with ``with_graspness``
-    - normals (np.float32, (N, 3)): only with ``with_normals``; unit, camera-facing, of the
-      sampled cloud (:func:`mmgrasp.datasets.point_normals.estimate_normals`, FineGrasp's rule)
     - object_ids (np.int64, (M,)): 0-based, in meta order, which must be the scene's
       ``object_id_list.txt`` order (checked for every frame: collision arrays follow it)
     - poses (np.float32, (M, 3, 4)): model -> camera
@@ -117,14 +114,12 @@ class LoadGraspScene(BaseTransform):
         source: ``'frames'`` (the frame store) or ``'files'`` (the dataset files).
         cache_dir: frame store cache (default ``$MMGRASP_CACHE``).
         with_masked_cloud: also return the whole masked cloud (test time).
-        with_normals: also return the normals of the sampled points (FineGrasp's input;
-            computed here from the sample, so :class:`LoadDepthImage` gives the same ones).
     """
 
     def __init__(self, num_points: int = 15000, outlier: float = 0.02, use_workspace: bool = True,
                  voxel_size: Optional[float] = None, with_graspness: bool = False,
                  source: str = 'frames', cache_dir: Optional[str] = None,
-                 with_masked_cloud: bool = False, with_normals: bool = False):
+                 with_masked_cloud: bool = False):
         if num_points < 1:
             raise ValueError(f'num_points must be positive, got {num_points}')
         if voxel_size is not None and voxel_size <= 0:
@@ -139,7 +134,6 @@ class LoadGraspScene(BaseTransform):
         self.source = source
         self.cache_dir = cache_dir
         self.with_masked_cloud = with_masked_cloud
-        self.with_normals = with_normals
 
     @property
     def _mask_outlier(self) -> Optional[float]:
@@ -199,8 +193,6 @@ class LoadGraspScene(BaseTransform):
         results['seg'] = seg
         results['objectness'] = (seg > 0).astype(np.int64)
         results['point_index'] = index
-        if self.with_normals:
-            results['normals'] = estimate_normals(results['points'])
         if self.with_graspness:
             graspness = aligned_graspness(arrays, reader, scene, frame, self._mask_outlier)
             results['graspness'] = np.take(graspness, index)
@@ -223,5 +215,4 @@ class LoadGraspScene(BaseTransform):
         return (f'{self.__class__.__name__}(num_points={self.num_points}, '
                 f'outlier={self.outlier}, use_workspace={self.use_workspace}, '
                 f'voxel_size={self.voxel_size}, with_graspness={self.with_graspness}, '
-                f'source={self.source!r}, with_masked_cloud={self.with_masked_cloud}, '
-                f'with_normals={self.with_normals})')
+                f'source={self.source!r}, with_masked_cloud={self.with_masked_cloud})')

@@ -13,8 +13,11 @@ class BNMomentumHook(Hook):
 
     HGGD (``train_graspnet.py``: ``BNMomentumScheduler`` on the image network only) uses 0.5,
     0.5, 2, 0.001: momentum 0.5 in epochs 0-1, 0.25 in 2-3, ... (PyTorch's momentum: the
-    weight of the new batch). mmengine's momentum schedulers change the optimizer's momentum,
-    not BatchNorm's, hence this hook.
+    weight of the new batch). graspnet-baseline's and Scale-Balanced-Grasp's ``train.py`` use
+    the same schedule on the whole model (``module=''``); their CPU demos need it: at PyTorch's
+    fixed 0.1 a short training leaves eval-mode statistics so far from the batches that no seed
+    passes the objectness filter (``docs/notes/benchmarks/demos.md``). mmengine's momentum
+    schedulers change the optimizer's momentum, not BatchNorm's, hence this hook.
 
     Args:
         module: attribute of the model whose BatchNorm layers change ('' : the whole model).

@@ -8,6 +8,7 @@ import numpy as np
 
 from mmgrasp.geometry.collision import gripper_contacts
 from mmgrasp.geometry.contacts import close_jaws
+from mmgrasp.geometry.gripper import GRASPNET_GRIPPER, Gripper
 from mmgrasp.geometry.force_closure import (GRASPNET_FRICTION_COEFFICIENTS,
                                             force_closure_min_friction)
 from mmgrasp.geometry.points import PosedTable, in_box, nearest_indices, transform_points
@@ -69,7 +70,8 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                    sdfs: Sequence[SignedDistanceField], poses: Sequence[np.ndarray],
                    table: PosedTable | None, top_k: int = 50, max_width: float = 0.1,
                    per_object: int = 10,
-                   width_range: Optional[Tuple[float, float]] = None) -> dict:
+                   width_range: Optional[Tuple[float, float]] = None,
+                   gripper: Gripper = GRASPNET_GRIPPER) -> dict:
     """graspnetAPI's per-frame evaluation of a dump (tied scores ordered as graspnetAPI's
     sorts order them, see :mod:`mmgrasp.geometry.sorting`).
 
@@ -83,6 +85,8 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         per_object: best grasps kept per object (graspnetAPI 10, Scale-Balanced-Grasp 5).
         width_range: keep only grasps with ``lo <= width < hi`` after clipping (the size
             split); None keeps all.
+        gripper: whose fingers and palm the collision test places (``max_width`` is passed
+            apart: the protocol sets it, to the gripper's by default).
 
     Returns:
         dict(accuracy=(top_k, 6), grasps=kept rows sorted by confidence, scores=their
@@ -133,7 +137,8 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
     for i, (lo, hi) in boxes.items():
         g = per_obj[i]
         work = scene[in_box(scene, lo, hi)]
-        hit, empty = gripper_contacts(g, work)
+        hit, empty = gripper_contacts(g, work, gripper.height, gripper.base_depth,
+                                      gripper.finger_width)
         score = np.full(len(g), -1.0)
         free = ~(hit | empty)
         if free.any():

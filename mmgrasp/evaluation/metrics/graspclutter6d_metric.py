@@ -9,6 +9,7 @@ from mmengine.logging import MMLogger
 from mmgrasp.datasets.graspclutter6d_reader import GraspClutter6DReader, image_id
 from mmgrasp.registry import METRICS
 from .. import graspclutter6d_dump_eval as gc6d
+from ..empty_frames import frame_counts, model_empty_frames
 from ..graspnet_dump_eval import write_json
 from .grasp_dump import save_grasps
 
@@ -30,7 +31,9 @@ class GraspClutter6DMetric(BaseMetric):
     the JSON's ``coverage`` labels them "sampled: N of M frames" (``test_split`` false) and
     the frames not run are left out rather than scored zero.
 
-    Figures go to ``<dump_dir>/graspclutter6d_<camera>.json``.
+    Figures go to ``<dump_dir>/graspclutter6d_<camera>.json``. Frames (annotations) whose
+    dump holds no grasp are counted (``empty_frames``) and warned about with the likely cause
+    (:func:`mmgrasp.evaluation.empty_frames.model_empty_frames`).
 
     Args:
         data_root: the GraspClutter6D root (models_m/, models_obj_m/, scenes/).
@@ -68,12 +71,12 @@ class GraspClutter6DMetric(BaseMetric):
                 raise ValueError(f'GraspClutter6DMetric(camera={self.camera!r}) got a frame of '
                                  f'camera {sample["camera"]!r}: set the metric to the dataset '
                                  f'camera')
-            write_gc6d_dump(self.dump_dir, sample)
-            self.results.append((int(sample['scene']), int(sample['frame'])))
+            counts = frame_counts(sample, write_gc6d_dump(self.dump_dir, sample))
+            self.results.append((int(sample['scene']), int(sample['frame']), *counts))
 
     def compute_metrics(self, results: List[tuple]) -> Dict[str, float]:
         run: Dict[int, List[int]] = {}
-        for scene, frame in results:
+        for scene, frame, *_ in results:
             run.setdefault(scene, []).append(frame)
         run = {s: sorted(set(f)) for s, f in sorted(run.items())}
         scenes = list(run)
@@ -84,9 +87,13 @@ class GraspClutter6DMetric(BaseMetric):
         test_split = GraspClutter6DReader(self.data_root, self.camera).scene_ids('test')
         covered = gc6d.coverage(run, test_split)
         figures = gc6d.summarize(accuracy)
+        empty_record = model_empty_frames({(s, f): tuple(c) for s, f, *c in results},
+                                          'GraspClutter6DMetric', self.settings)
+        figures['empty_frames'] = empty_record['count']
         payload = dict(figures=figures, scenes=scenes, camera=self.camera,
                        test_split=covered['complete'], coverage=covered, protocol=self.protocol,
-                       settings=self.settings, dump_dir=os.path.abspath(self.dump_dir))
+                       settings=self.settings, empty_frames=empty_record,
+                       dump_dir=os.path.abspath(self.dump_dir))
         path = os.path.join(self.dump_dir, f'graspclutter6d_{self.camera}.json')
         write_json(path, payload)
         MMLogger.get_current_instance().info(f'GraspClutter6D evaluation written to {path}')

@@ -12,13 +12,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.storage.labels.summaries import SUMMARY_VIEW_MAX_MU
+from mmgrasp.storage.labels.summaries import SUMMARY_MAX_WIDTH, SUMMARY_VIEW_MAX_MU
 from mmgrasp.registry import TASK_UTILS
 from mmgrasp.structures.grasp_labels import (gather_grids, gather_view_cells,
                                              gather_view_summaries, reads_matched_cells)
 from mmgrasp.structures.label_batch import GraspLabelBatch
 from mmgrasp.structures.matched_labels import MatchedLabels
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
+from mmgrasp.geometry.gripper import GripperLike, build_gripper
 
 
 def log_ratio_decreasing(tables: np.ndarray) -> bool:
@@ -63,12 +64,16 @@ class NearestLabelAssigner:
         max_distance: metres, used with ``distance_cutoff``.
         num_views: V of the template views.
         view_graspness_max_mu: cells with 0 < μ ≤ this count as graspable (GSNet: 0.6).
+        gripper: cells wider than its maximum width are no grasps (GraspNet's 0.1 m by default;
+            the detector passes its own, :class:`mmgrasp.geometry.Gripper`).
     """
 
     def __init__(self, all_view_widths: bool = False, with_tolerance: bool = False,
                  view_graspness: bool = True, gsnet_score_norm: bool = True,
                  distance_cutoff: bool = False, max_distance: float = 0.01,
-                 num_views: int = 300, view_graspness_max_mu: float = 0.6):
+                 num_views: int = 300, view_graspness_max_mu: float = 0.6,
+                 gripper: GripperLike = None):
+        self.max_width = build_gripper(gripper).max_width
         self.all_view_widths = all_view_widths
         self.with_tolerance = with_tolerance
         self.view_graspness = view_graspness
@@ -170,7 +175,7 @@ class NearestLabelAssigner:
         if not self.gsnet_score_norm:
             mask = scores > 0
             if matched.widths is not None:
-                mask &= matched.widths <= GRASP_MAX_WIDTH
+                mask &= matched.widths <= self.max_width
             matched.score_max = scores.max()
             matched.score_labels = self._log_ratio(scores, mask, matched.score_max)
             matched.view_labels = matched.score_labels.amax(dim=(-2, -1))
@@ -178,7 +183,7 @@ class NearestLabelAssigner:
 
     def _reads_summaries(self, labels: GraspLabelBatch) -> bool:
         """Deferred labels with per-view summaries built for this assigner's thresholds."""
-        return (reads_matched_cells(labels.objects)
+        return (reads_matched_cells(labels.objects) and self.max_width == SUMMARY_MAX_WIDTH
                 and (not self.view_graspness
                      or self.view_graspness_max_mu == SUMMARY_VIEW_MAX_MU))
 
@@ -279,7 +284,7 @@ class NearestLabelAssigner:
             mu, widths, tolerance = self._grid_view(matched, top_view, labels, owner, rows,
                                                     object_view)
         if self.gsnet_score_norm:
-            mu = torch.where((mu > 0) & (widths <= GRASP_MAX_WIDTH), mu, mu.new_zeros(()))
+            mu = torch.where((mu > 0) & (widths <= self.max_width), mu, mu.new_zeros(()))
             positive = mu > 0
             # without a positive μ, GSNet does not normalise and every target stays 0; chosen
             # on the device (u_min is inf then, and the ratio is discarded)
@@ -292,7 +297,7 @@ class NearestLabelAssigner:
         else:  # ln(u_max / μ) of the view's cells, as the grid's labels at that view
             mask = mu > 0
             if self.all_view_widths:
-                mask &= widths <= GRASP_MAX_WIDTH
+                mask &= widths <= self.max_width
             top_scores = self._log_ratio(mu, mask, matched.score_max)
         return replace(matched, top_view=top_view, top_view_rot=top_view_rot,
                        top_scores=top_scores, top_widths=widths, top_tolerance=tolerance)

@@ -6,6 +6,7 @@ from mmengine.model import BaseDataPreprocessor
 from torch import Tensor
 
 from mmgrasp.datasets.transforms.augmentation import apply_matrix, apply_matrix_to_poses
+from mmgrasp.ops.point_normals import batch_normals
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.structures.label_batch import GraspLabelBatch
@@ -25,6 +26,15 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     it is applied here, on the device, to the points and to the label poses of the batch
     (``GraspLabelBatch.poses``; the per-object records keep the worker's pose), with the
     worker's float32 arithmetic: the same values bit for bit as augmenting in the worker.
+    Normals are turned by ``inputs['normal_matrix']`` (in the same product as the points).
+    EconomicGrasp's and FineGrasp's label poses arrive turned (PackGraspInputs applies the
+    matrix to them in the worker: they stay on the host, where the assigner reads them).
+
+    Normals: when the samples carry ``metainfo['normal_rule']`` (``EstimateNormals(apply=
+    'device')``), the normals of the batch are computed here by that rule from the
+    camera-frame clouds, before the augmentation (:func:`mmgrasp.ops.point_normals.
+    batch_normals`: one Triton launch on CUDA, the worker's function frame by frame on the
+    CPU), bit for bit the worker's, and stored as ``inputs['normals']``.
 
     Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
     are not copied again.
@@ -47,13 +57,39 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         inputs = {key: self._move(torch.stack(list(values)))
                   for key, values in data['inputs'].items()}
         matrices = inputs.pop('aug_matrix', None)
-        if matrices is not None:
-            inputs['points'] = apply_matrix(matrices, inputs['points'])
+        turns = inputs.pop('normal_matrix', None)
         samples = data.get('data_samples')
+        rule = self.normal_rule(samples)
+        if rule is not None:
+            if 'normals' in inputs:
+                raise ValueError("GraspDataPreprocessor: the batch carries 'normals' and a "
+                                 "normal_rule; use one EstimateNormals step")
+            inputs['normals'] = batch_normals(inputs['points'], **rule)
+        if matrices is not None and 'normals' in inputs:
+            if turns is None:
+                raise ValueError("GraspDataPreprocessor: normals without "
+                                 "inputs['normal_matrix'] in a batch augmented here")
+            # points and normals in one product: (2, B, N, 3), contiguous halves
+            both = apply_matrix(torch.stack([matrices, turns]),
+                                torch.stack([inputs['points'], inputs['normals']]))
+            inputs['points'], inputs['normals'] = both[0], both[1]
+        elif matrices is not None:
+            inputs['points'] = apply_matrix(matrices, inputs['points'])
         if samples and all('grasp_labels' in s for s in samples):
             inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
                                                        matrices)
         return {'inputs': inputs, 'data_samples': samples}
+
+    @staticmethod
+    def normal_rule(samples) -> Optional[dict]:
+        """The normals rule the samples ask for (one for the batch), or None."""
+        rules = [s.metainfo.get('normal_rule') for s in samples or ()]
+        if not any(rules):
+            return None
+        if any(r != rules[0] for r in rules):
+            raise ValueError(f'GraspDataPreprocessor: the samples of a batch ask for different '
+                             f'normal rules: {rules}')
+        return rules[0]
 
     def stack_labels(self, frames: Sequence[List[ObjectGraspLabels]],
                      matrices: Optional[Tensor] = None) -> GraspLabelBatch:

@@ -1,4 +1,5 @@
 """What every grasp detector shares: mmengine's forward modes, part timing, the grasp rows."""
+import inspect
 from collections import OrderedDict
 from typing import Dict, List, Optional, Tuple
 
@@ -9,9 +10,9 @@ from mmengine.utils import is_list_of
 from torch import Tensor
 
 from mmgrasp.geometry import ModelFreeCollisionDetector
-from mmgrasp.geometry.grasp_frames import GRASP_HEIGHT
+from mmgrasp.geometry.gripper import GripperLike, build_gripper, check_same_gripper
 from mmgrasp.ops.numerics import check_choice, log_choices, point_ops_backend
-from mmgrasp.registry import MODELS, build_in_scope
+from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..utils.part_timer import PartTimer
 
@@ -24,13 +25,26 @@ DEFAULT_TEST_CFG = dict(collision_thresh=0.0, collision_voxel_size=0.01, approac
                         collision_cloud='masked')
 
 
+def _accepted_options(registry, type_name) -> set:
+    """Keyword names the registered class ``type_name`` takes through its ``__init__`` chain."""
+    cls = type_name if isinstance(type_name, type) else registry.get(type_name)
+    names = set()
+    for owner in getattr(cls, '__mro__', ()):
+        if '__init__' in owner.__dict__ and owner is not object:
+            names |= set(inspect.signature(owner.__init__).parameters)
+    return names
+
+
 class GraspDetector(BaseModel):
     """Base of the detectors: ``forward(inputs, data_samples, mode)`` dispatches to
     :meth:`loss`, :meth:`predict` or :meth:`_seed_stage` ('tensor'); ``self.timer`` collects
     the wall time of the parts (backbone, seed_selection, view, assigner, grouper, head,
     losses) for benchmarks. ``test_cfg`` sets the test-time processing (``DEFAULT_TEST_CFG``).
     ``point_ops`` ('auto', 'torch', 'triton'; see :mod:`mmgrasp.ops.numerics`) chooses the
-    samplers' and queries' implementation for the forward passes; logged when built."""
+    samplers' and queries' implementation for the forward passes; logged when built.
+    ``gripper`` (:class:`mmgrasp.geometry.Gripper` or a dict of its fields; None: GraspNet's)
+    sets the decoded widths' maximum, the depths and the grasp height, the collision filter's
+    fingers and the assigner's width mask (:meth:`build_assigner`)."""
 
     #: What the score column of ``pred_grasps`` is, in a few words (a picture's legend): each
     #: method ranks its grasps on its own scale, so scores of two methods do not compare.
@@ -38,12 +52,13 @@ class GraspDetector(BaseModel):
 
     def __init__(self, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
-                 point_ops: str = 'auto'):
+                 point_ops: str = 'auto', gripper: GripperLike = None):
         super().__init__(data_preprocessor=build_in_scope(
             MODELS, data_preprocessor or dict(type='GraspDataPreprocessor')), init_cfg=init_cfg)
         self.point_ops = check_choice('point_ops', point_ops)
         log_choices(type(self).__name__, point_ops=point_ops)
         self.timer = PartTimer()
+        self.gripper = build_gripper(gripper)
         unknown = sorted(set(test_cfg or {}) - set(DEFAULT_TEST_CFG))
         if unknown:
             raise ValueError(f'{type(self).__name__}: unknown test_cfg keys {unknown}; '
@@ -57,7 +72,9 @@ class GraspDetector(BaseModel):
                           ) -> List[GraspDataSample]:
         """Drop the predicted grasps that collide with the observed cloud (graspnet-baseline's
         ``ModelFreeCollisionDetector.detect``), as ``test_cfg`` says; per-grasp fields
-        (``pred_objectness``) are filtered alike."""
+        (``pred_objectness``) are filtered alike. Each sample keeps how many grasps it had before
+        (``grasps_before_collision``): the evaluation tells a frame the model decoded nothing
+        for from one the filter emptied."""
         cfg = self.test_cfg
         if cfg['collision_thresh'] <= 0 or not results:
             return results
@@ -78,14 +95,29 @@ class GraspDetector(BaseModel):
                 cloud = np.asarray(sample.masked_cloud)
             else:
                 cloud = clouds[b]
-            detector = ModelFreeCollisionDetector(cloud, cfg['collision_voxel_size'])
+            detector = ModelFreeCollisionDetector(cloud, cfg['collision_voxel_size'],
+                                                  self.gripper)
             collided = detector.detect(host_grasps[b], cfg['approach_dist'],
                                        cfg['collision_thresh'])
             keep = torch.from_numpy(np.flatnonzero(~collided)).to(grasps[b].device)
+            sample.grasps_before_collision = len(host_grasps[b])
             sample.pred_grasps = grasps[b][keep]
             if 'pred_objectness' in sample:
                 sample.pred_objectness = sample.pred_objectness[keep]
         return results
+
+    def build_assigner(self, cfg):
+        """The assigner of ``cfg`` (a config dict or a built assigner) with this detector's
+        gripper; one set in ``cfg`` as well must be the same."""
+        if not isinstance(cfg, dict):
+            return cfg
+        cfg = dict(cfg)
+        if cfg.get('gripper') is not None:
+            check_same_gripper(self.gripper, f'{type(self).__name__}.gripper',
+                               build_gripper(cfg['gripper']), f'its assigner {cfg["type"]}')
+        if 'gripper' in _accepted_options(TASK_UTILS, cfg['type']):
+            cfg['gripper'] = self.gripper
+        return build_in_scope(TASK_UTILS, cfg)
 
     def forward(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None,
                 mode: str = 'tensor'):
@@ -133,13 +165,13 @@ class GraspDetector(BaseModel):
                 ) -> List[GraspDataSample]:
         raise NotImplementedError
 
-    @staticmethod
-    def grasp_rows(score: Tensor, width: Tensor, depth: Tensor, rotation: Tensor,
+    def grasp_rows(self, score: Tensor, width: Tensor, depth: Tensor, rotation: Tensor,
                    translation: Tensor) -> Tensor:
-        """(B, Ns, 17) rows in graspnetAPI's order: score, width, height, depth, rotation
-        (3×3, row-major), translation, object id (−1: unknown)."""
+        """(B, Ns, 17) rows in graspnetAPI's order: score, width, height (the gripper's), depth,
+        rotation (3×3, row-major), translation, object id (−1: unknown)."""
         B, Ns = score.shape
         return torch.cat([score[..., None], width[..., None],
-                          torch.full_like(score, GRASP_HEIGHT)[..., None], depth[..., None],
+                          torch.full_like(score, self.gripper.height)[..., None],
+                          depth[..., None],
                           rotation.reshape(B, Ns, 9), translation,
                           torch.full_like(score, -1)[..., None]], dim=-1)

@@ -7,11 +7,12 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
+from mmgrasp.storage.labels.economic import MAX_WIDTH as ECONOMIC_MAX_WIDTH
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.economic_heads import InteractiveCylinderCrop, InteractiveGraspHead
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .graspness_seeds import GraspnessSeedDetector, batch_generator
 
 
@@ -39,6 +40,7 @@ class EconomicGrasp(GraspnessSeedDetector):
         crop: :class:`InteractiveCylinderCrop` options; head: :class:`InteractiveGraspHead`
             options; loss: :class:`EconomicGraspLoss` by default.
         point_ops: the point-op backend (see :class:`GraspDetector`).
+        gripper: see :class:`GraspDetector`; at most 0.1 m wide (the economic labels' mask).
     """
 
     score_label = 'Σ 0.2k·logit_k (raw logits, not 0-1)'
@@ -51,13 +53,19 @@ class EconomicGrasp(GraspnessSeedDetector):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  head: Optional[dict] = None, loss: Optional[dict] = None,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto',
+                 gripper: Optional[dict] = None):
         super().__init__(backbone, num_seeds, graspness_threshold, seed, num_views,
-                         data_preprocessor, init_cfg, test_cfg, point_ops)
+                         data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
+        if self.gripper.max_width > ECONOMIC_MAX_WIDTH:
+            raise ValueError(f'{type(self).__name__}: gripper {self.gripper.describe()} opens '
+                             f'wider than {ECONOMIC_MAX_WIDTH} m, the width its economic labels '
+                             f'are masked at (mmgrasp/storage/labels/economic.py); use a '
+                             f'gripper of at most {ECONOMIC_MAX_WIDTH} m')
         self.crop = self.crop_type(self.backbone.out_channels, **(crop or {}))
         self.grasp_head = InteractiveGraspHead(self.crop.out_channels, num_angles, num_depths,
                                                **(head or {}))
-        self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
+        self.assigner = self.build_assigner(assigner or dict(
             type='EconomicAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='EconomicGraspLoss'))
         self.num_angles = num_angles
@@ -98,7 +106,8 @@ class EconomicGrasp(GraspnessSeedDetector):
                 ) -> List[GraspDataSample]:
         """Each sample gets ``pred_grasps`` (Ns, 17) as GraspNet's evaluation expects (the
         reference's ``pred_decode``): score = Σ 0.2·k · score logit k (raw logits), width =
-        clamp(1.2 · w / 10, 0, 0.1), height 0.02, depth = (argmax + 1) · 0.01, rotation of
+        clamp(1.2 · w / 10, 0, max width), height, depth = (argmax + 1) · depth step (the
+        gripper's: 0.1, 0.02, 0.01 for GraspNet's), rotation of
         the argmax view and angle argmax · π / A, translation the seed, object id −1."""
         out = self._seed_stage(inputs)
         _, top_view, seed_features = self._views(out, None)
@@ -106,8 +115,8 @@ class EconomicGrasp(GraspnessSeedDetector):
         pred = self._grasp_stage(out, rotations, seed_features, None)
         score = self.grasp_head.composite_score(pred['score'])
         angle = pred['angle'].argmax(dim=1).float() * math.pi / self.num_angles
-        depth = (pred['depth'].argmax(dim=1) + 1).float() * 0.01
-        width = (1.2 * pred['width'] / 10).clamp(0, GRASP_MAX_WIDTH)
+        depth = (pred['depth'].argmax(dim=1) + 1).float() * self.gripper.depth_step
+        width = (1.2 * pred['width'] / 10).clamp(0, self.gripper.max_width)
         rotation = approach_to_matrix(rotations[..., 0], angle)
         grasps = self.grasp_rows(score, width, depth, rotation, out['seeds'])
         results = []

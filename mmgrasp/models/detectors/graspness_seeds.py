@@ -46,14 +46,14 @@ class GraspnessSeedDetector(GraspDetector):
         graspness_threshold: graspable points have predicted graspness above this.
         seed: seed of the model's own draws (:func:`batch_generator`).
         num_views: approach views of the view head (the label grid's V).
-        data_preprocessor, init_cfg, test_cfg, point_ops: :class:`GraspDetector`'s.
+        data_preprocessor, init_cfg, test_cfg, point_ops, gripper: :class:`GraspDetector`'s.
     """
 
     def __init__(self, backbone: dict, num_seeds: int, graspness_threshold: float, seed: int,
                  num_views: int, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
-                 point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
+                 point_ops: str = 'auto', gripper: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
         self.backbone = build_in_scope(MODELS, backbone)
         channels = self.backbone.out_channels
         self.graspable_head = GraspableHead(channels)

@@ -9,13 +9,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from mmgrasp.structures.data_sample import GraspDataSample
 from ..backbones import pointnet2  # noqa: F401  (registers the backbones)
 from ..heads import graspnet_heads  # noqa: F401  (registers the heads)
 from ..losses.graspnet_loss import GRASP_MAX_TOLERANCE
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .base import GraspDetector
 
 
@@ -49,7 +49,7 @@ class GraspNetBaseline(GraspDetector):
             (:class:`PointNet2Backbone`).
         approach: the view/objectness head (:class:`ApproachNet`).
         crop: the per-depth crop (:class:`DepthCloudCrop`); ``num_depths`` (and, where taken,
-            ``in_channels``) are filled in.
+            ``in_channels`` and ``hmax``: the gripper's depths) are filled in.
         operation, tolerance: per-depth heads (:class:`OperationNet`, :class:`ToleranceNet`).
         assigner: BL's NearestLabelAssigner options by default.
         loss: :class:`GraspNetBaselineLoss` by default.
@@ -57,6 +57,7 @@ class GraspNetBaseline(GraspDetector):
         objectness_filter: at inference keep only seeds predicted on an object (BL's
             ``pred_decode``); off by default, so ``pred_grasps`` has one row per seed and
             ``pred_objectness`` gives the probability to filter with later.
+        gripper: the gripper (widths, depths, height, collision filter; see GraspDetector).
 
     Inputs (after GraspDataPreprocessor): ``points`` (B, N, 3), ``objectness`` (B, N) int64,
     ``grasp_labels`` (GraspLabelBatch; training).
@@ -70,14 +71,18 @@ class GraspNetBaseline(GraspDetector):
                  loss: Optional[dict] = None, num_views: int = 300, num_angles: int = 12,
                  num_depths: int = 4, objectness_filter: bool = False,
                  data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None,
-                 test_cfg: Optional[dict] = None, point_ops: str = 'auto'):
-        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops)
+                 test_cfg: Optional[dict] = None, point_ops: str = 'auto',
+                 gripper: Optional[dict] = None):
+        super().__init__(data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
         self.backbone = build_in_scope(MODELS, backbone or self.default_backbone())
         channels = self.backbone.out_channels
         self.approach = build_in_scope(MODELS, _with_defaults(
             approach or dict(type='ApproachNet'), in_channels=channels, num_views=num_views))
+        # each depth class crops up to its depth: (d + 1) * the gripper's depth step
+        hmax = tuple(round((d + 1) * self.gripper.depth_step, 10) for d in range(num_depths))
         self.crop = build_in_scope(MODELS, _with_defaults(
-            crop or self.default_crop(), num_depths=num_depths, in_channels=channels))
+            crop or self.default_crop(), num_depths=num_depths, in_channels=channels,
+            hmax=hmax))
         self.operation = build_in_scope(MODELS, _with_defaults(
             operation or dict(type='OperationNet'), in_channels=self.crop.out_channels,
             num_angles=num_angles))
@@ -86,7 +91,7 @@ class GraspNetBaseline(GraspDetector):
             num_angles=num_angles))
         assigner = dict(assigner or self.default_assigner())
         assigner.setdefault('num_views', num_views)
-        self.assigner = build_in_scope(TASK_UTILS, assigner)
+        self.assigner = self.build_assigner(assigner)
         self.loss_fn = build_in_scope(MODELS, loss or self.default_loss())
         self.num_views, self.num_angles, self.num_depths = num_views, num_angles, num_depths
         self.objectness_filter = objectness_filter
@@ -169,11 +174,12 @@ class GraspNetBaseline(GraspDetector):
 
     def predict(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None
                 ) -> List[GraspDataSample]:
-        """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height (0.02), depth,
-        rotation (3×3, row-major), translation (the seed), object id (−1), as GraspNet's
+        """Each sample gets ``pred_grasps`` (Ns, 17): score, width, height (the gripper's),
+        depth, rotation (3×3, row-major), translation (the seed), object id (−1), as GraspNet's
         evaluation expects (BL ``pred_decode``: angle = argmax of the angle logits per depth,
         depth = argmax of the score over depths, score × tolerance / 0.05, width 1.2·pred
-        clamped to [0, 0.1]); and ``pred_objectness`` (Ns,) the predicted object probability.
+        clamped to [0, the gripper's maximum]); and ``pred_objectness`` (Ns,) the predicted
+        object probability.
         With ``objectness_filter`` only the seeds predicted on an object are kept."""
         stage = self._seed_stage(inputs)
         seeds, top_view = stage['seeds'], stage['top_view']
@@ -190,8 +196,8 @@ class GraspNetBaseline(GraspDetector):
             for t in (score, width, tolerance, angle_class.squeeze(1)))
         object_prob = torch.softmax(stage['objectness'], dim=1)[:, 1]
         score = self._grasp_scores(score, tolerance, object_prob)
-        width = (1.2 * width).clamp(0, GRASP_MAX_WIDTH)
-        depth = (depth_class.squeeze(2) + 1).float() * 0.01
+        width = (1.2 * width).clamp(0, self.gripper.max_width)
+        depth = (depth_class.squeeze(2) + 1).float() * self.gripper.depth_step
         angle = angle_class.float() * math.pi / A
         rotation = approach_to_matrix(self.approach.approaches(top_view), angle)
         grasps = self.grasp_rows(score, width, depth, rotation, seeds)

@@ -5,11 +5,11 @@ from typing import Dict, List, Optional
 import torch
 from torch import Tensor
 
-from mmgrasp.registry import MODELS, TASK_UTILS, build_in_scope
+from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.structures.grasp_labels import explain_deferred_grid_access
 from ..heads.gsnet_heads import CloudCrop, SWADHead
-from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH, approach_to_matrix
+from mmgrasp.geometry.grasp_frames import approach_to_matrix
 from .graspness_seeds import GraspnessSeedDetector, batch_generator
 
 
@@ -30,6 +30,7 @@ class GSNet(GraspnessSeedDetector):
         graspness_threshold: graspable points have predicted graspness above this (0.1).
         seed: seed of the model's own draws (the chosen view per seed in training).
         crop, loss, num_views/num_angles/num_depths: head and loss settings.
+        gripper: the gripper (widths, depths, height, collision filter; see GraspDetector).
     """
 
     score_label = 'predicted grasp score (labels 0-1)'
@@ -39,12 +40,12 @@ class GSNet(GraspnessSeedDetector):
                  num_angles: int = 12, num_depths: int = 4, crop: Optional[dict] = None,
                  loss: Optional[dict] = None, data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
-                 point_ops: str = 'auto'):
+                 point_ops: str = 'auto', gripper: Optional[dict] = None):
         super().__init__(backbone, num_seeds, graspness_threshold, seed, num_views,
-                         data_preprocessor, init_cfg, test_cfg, point_ops)
+                         data_preprocessor, init_cfg, test_cfg, point_ops, gripper)
         self.crop = CloudCrop(self.backbone.out_channels, **(crop or {}))
         self.swad_head = SWADHead(self.crop.out_channels, num_angles, num_depths)
-        self.assigner = build_in_scope(TASK_UTILS, assigner or dict(
+        self.assigner = self.build_assigner(assigner or dict(
             type='NearestLabelAssigner', num_views=num_views))
         self.loss_fn = build_in_scope(MODELS, loss or dict(type='GSNetLoss'))
         self.num_depths = num_depths
@@ -85,9 +86,9 @@ class GSNet(GraspnessSeedDetector):
         B, Ns, A, D = score.shape
         best_score, best = score.reshape(B, Ns, A * D).max(dim=-1)
         angle = (best // D).float() * math.pi / A
-        depth = (best % D + 1).float() * 0.01
+        depth = (best % D + 1).float() * self.gripper.depth_step
         best_width = torch.gather(width.reshape(B, Ns, A * D), 2, best[..., None]).squeeze(-1)
-        best_width = (1.2 * best_width / 10).clamp(0, GRASP_MAX_WIDTH)
+        best_width = (1.2 * best_width / 10).clamp(0, self.gripper.max_width)
         rotation = approach_to_matrix(rotations[..., 0], angle)
         grasps = self.grasp_rows(best_score, best_width, depth, rotation, out['seeds'])
         results = []

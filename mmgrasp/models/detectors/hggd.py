@@ -165,15 +165,7 @@ class HGGD(GraspDetector):
     def assign(self, inputs: dict, kept: Centers, centers: Tensor) -> Tuple[Tensor, Tensor]:
         """Soft labels (V, A) and offset labels (V, A, 3) of the regions; the matched labels'
         (γ, β) update the anchor shift first (as the reference shifts before its loss)."""
-        grasps = inputs['grasps']
-        counts = [len(g['thetas_rad']) for g in grasps]
-        device = centers.device
-        table = torch.zeros(len(grasps), max(counts + [0]), 6, dtype=torch.float32,
-                            device=device)
-        intrinsics = inputs['intrinsics'].double()
-        for b, g in enumerate(grasps):
-            if counts[b]:
-                table[b, :counts[b]] = label_rows(g, intrinsics[b])
+        table, counts = label_table(inputs['grasps'], inputs['intrinsics'].double())
         index, valid = match_labels(centers, kept.frame, table[..., :3], counts,
                                     self.loss_fn.label_radius, self.loss_fn.max_labels)
         frames = kept.frame[:, None].expand_as(index)
@@ -259,16 +251,29 @@ def dropout_mask(local_net, frames: np.ndarray, generators: List[torch.Generator
     return torch.cat(parts).float() / (1 - dropout.p)
 
 
-def label_rows(grasps: Dict[str, Tensor], intrinsics: Tensor) -> Tensor:
-    """(n, 6) float32 (x, y, z, θ, γ, β) of a frame's grasp records: the centres
-    back-projected from (``centers_2d`` px, ``center_z_depths`` mm) with ``intrinsics``."""
-    missing = [f for f in LABEL_FIELDS if f not in grasps]
-    if missing:
-        raise KeyError(f"HGGD: inputs['grasps'] records lack {missing}; expected the fields "
-                       f"of HGGDGrasps")
-    uv = grasps['centers_2d'].double()
-    z = grasps['center_z_depths'].double() / 1000.0
-    x = z / intrinsics[0, 0] * (uv[:, 0] - intrinsics[0, 2])
-    y = z / intrinsics[1, 1] * (uv[:, 1] - intrinsics[1, 2])
-    return torch.stack([x, y, z, grasps['thetas_rad'].double(), grasps['gammas_rad'].double(),
-                        grasps['betas_rad'].double()], 1).float()
+def label_table(grasps: List[Dict[str, Tensor]], intrinsics: Tensor) -> Tuple[Tensor, List[int]]:
+    """(B, L, 6) float32 rows (x, y, z, θ, γ, β) of the frames' grasp records, zero-padded to
+    the most a frame has, and the record counts. The centres are back-projected from
+    (``centers_2d`` px, ``center_z_depths`` mm) with their frame's ``intrinsics`` (B, 3, 3),
+    all frames in one pass (the same arithmetic per row as frame by frame)."""
+    for g in grasps:
+        missing = [f for f in LABEL_FIELDS if f not in g]
+        if missing:
+            raise KeyError(f"HGGD: inputs['grasps'] records lack {missing}; expected the "
+                           f"fields of HGGDGrasps")
+    counts = [len(g['thetas_rad']) for g in grasps]
+    table = torch.zeros(len(grasps), max(counts + [0]), 6, dtype=torch.float32,
+                        device=intrinsics.device)
+    if sum(counts) == 0:
+        return table, counts
+    rows = {f: torch.cat([g[f] for g in grasps]).double() for f in LABEL_FIELDS}
+    frame, slot = torch.from_numpy(np.stack([  # one upload of the rows' places
+        np.repeat(np.arange(len(grasps)), counts),
+        np.concatenate([np.arange(n) for n in counts])])).to(intrinsics.device)
+    k = intrinsics[frame]
+    uv, z = rows['centers_2d'], rows['center_z_depths'] / 1000.0
+    x = z / k[:, 0, 0] * (uv[:, 0] - k[:, 0, 2])
+    y = z / k[:, 1, 1] * (uv[:, 1] - k[:, 1, 2])
+    table[frame, slot] = torch.stack([x, y, z, rows['thetas_rad'], rows['gammas_rad'],
+                                      rows['betas_rad']], 1).float()
+    return table, counts

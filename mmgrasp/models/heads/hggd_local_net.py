@@ -41,8 +41,10 @@ class STN3d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
         x = F.relu(self.bn2(self.conv2(x)))
-        x = F.relu(self.bn3(self.conv3(x)))
-        x = x.max(dim=2).values  # torch.max's gradient (to one element), as the reference
+        # the ReLU after the max pool (the reference pools after it): ReLU is monotone, so the
+        # values and the gradients (torch.max's, to one element) are the same, and no
+        # (R, 1024, N) ReLU output is kept for the backward pass (1 GiB at paper size)
+        x = F.relu(self.bn3(self.conv3(x)).max(dim=2).values)
         x = F.relu(self.bn4(self.fc1(x)))
         x = F.relu(self.bn5(self.fc2(x)))
         x = self.fc3(x) + torch.eye(self.k, dtype=x.dtype, device=x.device).flatten()

@@ -40,6 +40,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 from mmengine.logging import print_log
 
+from mmgrasp.geometry.gripper import (GripperLike, build_gripper, check_same_gripper,
+                                      read_gripper_file)
 from . import summaries
 from ..derived_assets import MANIFEST, VersionHold, open_or_build, read_manifest
 from ..derived_assets import save_array as _save  # one name, patched by the store tests
@@ -147,6 +149,16 @@ class LabelStore:
         self._points: Dict[int, np.ndarray] = {}
         self._radii: Dict[int, np.ndarray] = {}
 
+    def check_gripper(self, gripper: GripperLike, where: str) -> None:
+        """Refuse ``gripper`` (the one ``where`` is configured with) unless the labels were
+        made for it: their ``grasp_label/gripper.json`` (written by
+        ``tools/data/generate_grasp_labels.py``), or GraspNet's gripper without one."""
+        made = self.manifest.get('gripper')
+        source = (f'the labels of {self.manifest.get("root", self.path)} '
+                  + ('(grasp_label/gripper.json)' if made else
+                     "(no grasp_label/gripper.json: GraspNet-1Billion's gripper)"))
+        check_same_gripper(build_gripper(gripper), where, build_gripper(made), source)
+
     # Paths are plain strings: Path objects cost a dozen lstat calls per open on network FS.
     def object_file(self, obj: int, name: str) -> str:
         if obj not in self.objects:
@@ -188,9 +200,14 @@ class LabelStore:
 
 
 # ---------------------------------------------------------------------------------- sources
+def gripper_file(reader: GraspSource) -> str:
+    """``grasp_label/gripper.json``: the gripper generated labels were made for."""
+    return os.path.join(os.path.dirname(reader.grasp_label_path(0)), 'gripper.json')
+
+
 def _source_files(reader: GraspSource, scenes: Iterable[int],
                   objects: Iterable[int]) -> List[str]:
-    files = []
+    files = [gripper_file(reader)] if os.path.isfile(gripper_file(reader)) else []
     for obj in objects:
         files.append(reader.grasp_label_path(obj))
         if os.path.isfile(reader.tolerance_path(obj)):
@@ -218,6 +235,8 @@ def stale_reason(manifest: dict, reader: GraspSource) -> Optional[str]:
     if manifest.get('tolerance_dir') != tolerance:
         return (f'it was built with tolerance folder {manifest.get("tolerance_dir")}, not '
                 f'{tolerance}')
+    if os.path.isfile(gripper_file(reader)) != (manifest.get('gripper') is not None):
+        return f'{gripper_file(reader)} appeared or disappeared since the store was built'
     for key, entry in manifest['objects'].items():
         path = reader.tolerance_path(int(key))
         if not entry['has_tolerance'] and os.path.exists(path):
@@ -329,7 +348,9 @@ def _build_into(tmp: str, reader: GraspSource, scenes: List[int]) -> dict:
                             collision='uint8 packed'),
                 view_summaries=dict(view_max_mu=summaries.SUMMARY_VIEW_MAX_MU,
                                     max_width=summaries.SUMMARY_MAX_WIDTH),
-                objects=manifest_objects, scenes=manifest_scenes, sources=sources)
+                objects=manifest_objects, scenes=manifest_scenes, sources=sources,
+                gripper=read_gripper_file(gripper_file(reader)).to_dict()
+                if os.path.isfile(gripper_file(reader)) else None)
 
 
 def _save_score_codes(folder: str, label: dict, grid: Tuple[int, int, int]

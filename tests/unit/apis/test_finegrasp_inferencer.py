@@ -1,6 +1,6 @@
 """GraspInferencer and demo/grasp_demo.py run a FineGrasp checkpoint: the inferencer's
-pipeline computes the sampled points' normals (LoadDepthImage(with_normals=True), from the test
-pipeline's LoadGraspScene) and gives exactly what tools/test.py dumps for the frame; the demo
+pipeline asks for the sampled points' normals (the test pipeline's EstimateNormals, computed by
+the model's data preprocessor) and gives exactly what tools/test.py dumps for the frame; the demo
 draws its picture and saves the same grasps."""
 import os
 import subprocess
@@ -29,7 +29,8 @@ model = dict(num_seeds=32, num_views=5, assigner=dict(num_views=5),
              head=dict(embed_channels=8), test_cfg=dict(collision_thresh=0.1))
 test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
     data_root='{synthetic_root}', split='train', pipeline=[
-        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True, with_normals=True),
+        dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
+        dict(type='EstimateNormals', apply='device'),
         dict(type='PackGraspInputs', keys=('points', 'normals'),
              meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
 """)
@@ -52,8 +53,8 @@ def test_inferencer_runs_finegrasp_as_the_test_tool(finegrasp_files, synthetic_r
     expected = np.load(os.path.join(dump, 'scene_0000', 'realsense', '0000.npy'))
     assert 0 < len(expected) <= 32
     inferencer = GraspInferencer(config, checkpoint, nms=False)
-    assert any(type(t).__name__ == 'LoadDepthImage' and t.with_normals
-               for t in inferencer.pipeline)
+    assert [type(t).__name__ for t in inferencer.pipeline[:2]] == ['LoadDepthImage',
+                                                                    'EstimateNormals']
     depth, k, factor, mask = _frame(synthetic_root, 0, 0)
     raw = inferencer(depth, k, factor, mask, frame_id=(0, 'realsense', 0))
     np.testing.assert_array_equal(raw, expected)

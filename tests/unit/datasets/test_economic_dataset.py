@@ -86,14 +86,19 @@ def test_load_economic_labels_checks_its_arguments_and_the_scene(synthetic_root)
     assert labels.deferred.path == prepared.path  # the prepared asset, not a second build
 
 
-def test_gc6d_config_and_device_augmentation_refused(synthetic_root):
+def test_gc6d_config_and_device_augmentation(synthetic_root):
     cfg = Config.fromfile(os.path.join(REPO, 'configs/_base_/datasets/graspclutter6d_economic.py'))
     assert cfg.train_dataloader.dataset.layout == 'graspclutter6d'
     assert cfg.train_dataloader.dataset.camera == 'realsense-d435'
     assert [t['type'] for t in cfg.train_pipeline][1] == 'LoadEconomicLabels'
-    pipeline = [dict(type='LoadGraspScene', num_points=500, with_graspness=True),
-                dict(type='LoadEconomicLabels'),
-                dict(type='RandomFlipRotateScene', max_rotation=0.0, apply='device'),
-                dict(type='PackGraspInputs')]
-    with pytest.raises(ValueError, match="apply='device'"):
-        GraspNetDataset(synthetic_root, pipeline=pipeline, seed=0)[0]
+    # with the augmentation on the device the label poses are turned when packed, in the worker
+    # (they stay on the host): the worker path's poses, bit for bit
+    poses = {}
+    for apply in ('worker', 'device'):
+        pipeline = [dict(type='LoadGraspScene', num_points=500, with_graspness=True),
+                    dict(type='LoadEconomicLabels'),
+                    dict(type='RandomFlipRotateScene', apply=apply),
+                    dict(type='PackGraspInputs')]
+        sample = GraspNetDataset(synthetic_root, pipeline=pipeline, seed=0)[0]
+        poses[apply] = sample['data_samples'].economic_labels.poses
+    assert poses['worker'].numpy().tobytes() == poses['device'].numpy().tobytes()

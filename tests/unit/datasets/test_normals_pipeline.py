@@ -1,5 +1,6 @@
-"""Normals through the pipeline: loaded with the sample (both layouts, both sources), packed,
-batched, mirrored and turned by the augmentation, and the same from GraspInferencer."""
+"""Normals through the pipeline: estimated for the sample in the worker (both layouts, both
+sources) or recorded for the data preprocessor, packed, batched, mirrored and turned by the
+augmentation, and the same from GraspInferencer."""
 import os
 
 import numpy as np
@@ -8,17 +9,19 @@ import torch
 
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.datasets.layouts import open_reader
-from mmgrasp.datasets.point_normals import estimate_normals
 from mmgrasp.datasets.transforms.augmentation import RandomFlipRotateScene
 from mmgrasp.datasets.transforms.formatting import PackGraspInputs
 from mmgrasp.datasets.transforms.loading import LoadGraspScene
+from mmgrasp.datasets.transforms.normals import EstimateNormals
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
+from mmgrasp.ops.point_normals import estimate_normals
 from mmgrasp.utils.random import sample_rng
 
 
 def load(root, scene, frame, camera='realsense', **options):
-    return LoadGraspScene(num_points=3000, with_normals=True, **options)(dict(
+    out = LoadGraspScene(num_points=3000, **options)(dict(
         reader=open_reader(root, camera), scene=scene, frame=frame, rng=sample_rng(0, 0, 5)))
+    return EstimateNormals(apply='worker')(out)
 
 
 def table_angles(out) -> np.ndarray:
@@ -48,12 +51,21 @@ def test_normals_are_the_samples_rows(layout, synthetic_root, gc6d_root):
     plain = LoadGraspScene(num_points=3000)(dict(
         reader=open_reader(root, 'realsense'), scene=scene, frame=2, rng=sample_rng(0, 0, 5)))
     assert 'normals' not in plain
-    assert 'with_normals=True' in repr(LoadGraspScene(with_normals=True))
+    # the device path records the rule instead, and the rule sits before the augmentation
+    pending = EstimateNormals(orientation='solver', scale=1 / 255, apply='device')(dict(plain))
+    assert 'normals' not in pending and pending['normal_rule'] == dict(
+        radius=0.1, max_nn=30, orientation='solver', scale=1 / 255)
+    assert "orientation='solver'" in repr(EstimateNormals(orientation='solver'))
+    with pytest.raises(ValueError, match='before RandomFlipRotateScene'):
+        EstimateNormals()(dict(plain, aug_matrix=np.eye(3, dtype=np.float32)))
+    with pytest.raises(ValueError, match='apply must be one of'):
+        EstimateNormals(apply='gpu')
 
 
 def test_normals_are_packed_and_batched(synthetic_root):
     dataset = GraspNetDataset(synthetic_root, seed=1, pipeline=[
-        dict(type='LoadGraspScene', num_points=2000, with_normals=True),
+        dict(type='LoadGraspScene', num_points=2000),
+        dict(type='EstimateNormals'),
         dict(type='RandomFlipRotateScene', flip_prob=0.5, max_rotation=0.0),
         dict(type='PackGraspInputs', keys=('points', 'normals'))])
     samples = [dataset[i] for i in range(2)]
@@ -114,12 +126,6 @@ def test_the_rotation_turns_normals_with_the_cloud(synthetic_root, flip_normals)
         assert same_normals(turned['normals'], estimate_normals(turned['points']))
 
 
-def test_the_device_path_refuses_normals(synthetic_root):
-    out = load(synthetic_root, 0, 1)
-    with pytest.raises(ValueError, match="apply='device'.*'normals'"):
-        augment(out, apply='device')
-
-
 def test_the_inferencer_gives_the_datasets_normals(small_gsnet_files, synthetic_root,
                                                    tmp_path):
     """A config whose test pipeline loads normals: GraspInferencer's pipeline for a dataset
@@ -128,20 +134,21 @@ def test_the_inferencer_gives_the_datasets_normals(small_gsnet_files, synthetic_
     from mmgrasp.storage.frames.store import frame_workspace
 
     base, checkpoint = small_gsnet_files
-    config = str(tmp_path / 'with_normals.py')
+    config = str(tmp_path / 'with_normals.py')  # normals in the worker
     with open(config, 'w') as f:
         f.write(f"""
 _base_ = ['{base}']
 test_dataloader = dict(dataset=dict(pipeline=[
-    dict(type='LoadGraspScene', num_points=1200, with_normals=True, with_masked_cloud=True),
+    dict(type='LoadGraspScene', num_points=1200, with_masked_cloud=True),
+    dict(type='EstimateNormals'),
     dict(type='PackGraspInputs', keys=('points', 'normals'),
          meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
 """)
     inferencer = GraspInferencer(config, checkpoint)
-    assert inferencer.pipeline[0].with_normals
+    assert inferencer.pipeline[1].apply == 'worker'
     dataset = GraspNetDataset(synthetic_root, split='train', test_mode=True, seed=0,
-                              pipeline=[dict(type='LoadGraspScene', num_points=1200,
-                                             with_normals=True),
+                              pipeline=[dict(type='LoadGraspScene', num_points=1200),
+                                        dict(type='EstimateNormals'),
                                         dict(type='PackGraspInputs',
                                              keys=('points', 'normals'))])
     reader = dataset.reader

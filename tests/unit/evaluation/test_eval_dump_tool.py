@@ -30,11 +30,17 @@ def test_eval_dump_prints_table_and_json(tmp_path, capsys):
     # frame 0: one good grasp -> precision@k = 1/k for k = 1..50 at every coefficient
     expected = 100 * sum(1 / k for k in range(1, 51)) / 50 / 2
     assert figures['AP'] == pytest.approx(expected)
-    printed = capsys.readouterr().out
-    assert '| seen | 2 | %.2f |' % expected in printed
-    assert '| camera | realsense |' in printed
+    printed = capsys.readouterr()
+    assert '| seen | 2 | %.2f |' % expected in printed.out
+    assert '| camera | realsense |' in printed.out
+    # frame 1's empty dump: counted in the table and the JSON, named in a warning
+    assert '| frames without grasps | 1 of 2 |' in printed.out
+    assert 'warning: mmgrasp-eval: 1 of 2 frames have no grasp in the dump (scene 100: 1); ' \
+        'each scores AP 0.' in printed.err
     with open(out) as f:
         payload = json.load(f)
     assert payload['figures']['seen/AP0.4'] == pytest.approx(expected)
+    assert payload['figures']['empty_frames'] == 1
+    assert payload['empty_frames']['frame_ids'] == {'100': [1]}
     assert payload['coverage']['label'] == \
         'sampled: 2 of 7680 frames, not comparable with published AP'

@@ -35,7 +35,8 @@ def test_metric_dumps_and_evaluates_the_test_scene(gc6d_root, tmp_path):
     assert sorted(os.listdir(tmp_path / '000003' / 'azure-kinect')) == \
         ['000003.npy', '000007.npy', '000011.npy']  # 4 * annotation + 3
     figures = metric.compute_metrics(metric.results)
-    assert set(figures) == {'AP', 'AP0.4', 'AP0.8', 'frames'} and figures['frames'] == 3
+    assert set(figures) == {'AP', 'AP0.4', 'AP0.8', 'frames', 'empty_frames'}
+    assert figures['frames'] == 3 and figures['empty_frames'] == 0
     with open(tmp_path / 'graspclutter6d_azure-kinect.json') as f:
         payload = json.load(f)
     assert payload['protocol']['max width'] == '0.14 m'
@@ -66,6 +67,23 @@ def test_a_sample_is_scored_on_the_frames_run_only(gc6d_root, tmp_path):
         coverage = json.load(f)['coverage']
     assert coverage['label'] == 'sampled: 2 of 13 frames, not comparable with published AP'
     assert coverage['details'] == 'scene 3: annotations 0, 2'
+
+
+def test_frames_with_an_empty_dump_are_counted_and_explained(gc6d_root, tmp_path):
+    metric = GraspClutter6DMetric(gc6d_root, camera='kinect', dump_dir=str(tmp_path),
+                                  settings={'collision threshold': '0.01'})
+    reader = GraspClutter6DReader(gc6d_root, 'kinect')
+    metric.process(None, [
+        dict(scene=3, frame=0, camera='azure-kinect', pred_grasps=_grasps(reader, 3, 0)),
+        dict(scene=3, frame=1, camera='azure-kinect', pred_grasps=torch.zeros((0, 17)),
+             grasps_before_collision=4)])
+    with pytest.warns(UserWarning, match=r'GraspClutter6DMetric: 1 of 2 frames have no grasp '
+                      r'in the dump \(scene 3: 1\); each scores AP 0\. Of these frames, in 1 '
+                      r'the collision filter \(threshold 0\.01\) removed every grasp'):
+        figures = metric.compute_metrics(metric.results)
+    assert figures['empty_frames'] == 1 and figures['frames'] == 2
+    with open(tmp_path / 'graspclutter6d_azure-kinect.json') as f:
+        assert json.load(f)['empty_frames']['frame_ids'] == {'3': [1]}
 
 
 def test_coverage_of_a_whole_test_split_is_complete():

@@ -150,7 +150,7 @@ SUMMARIES = 'mmgrasp.storage.labels.summaries'
 MATCHED_READER = 'mmgrasp.storage.readers.cells'
 MUTANTS = {
     'width <= 0.1 mask dropped in match_view': source_mutant(
-        f'{ASSIGNER}.match_view', '(mu > 0) & (widths <= GRASP_MAX_WIDTH)', '(mu > 0)'),
+        f'{ASSIGNER}.match_view', '(mu > 0) & (widths <= self.max_width)', '(mu > 0)'),
     'GSNet score not divided by log(u_max / u_min)': source_mutant(
         f'{ASSIGNER}.match_view', 'torch.log(u_max / u_min)', '(1 - 1e-6)'),
     'SBG best grasp by argmin': source_mutant(

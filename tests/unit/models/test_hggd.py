@@ -229,3 +229,26 @@ def test_predicted_rotations_are_the_nearest_rotations(batch):
         if np.linalg.det(other) > 0:
             assert np.linalg.norm(other - skewed[0, 4:13].reshape(3, 3)) >= np.linalg.norm(
                 fixed[0] - skewed[0, 4:13].reshape(3, 3)) - 1e-12
+
+
+def test_label_table_back_projects_each_frame_with_its_own_camera():
+    """The label rows of all frames at once equal numpy's back-projection frame by frame, bit
+    for bit: a frame without records, a frame with other intrinsics, zero padding."""
+    from mmgrasp.models.detectors.hggd import label_table
+    inputs, _ = make_batch(seed=5, batch=3, no_grasps=1)
+    intrinsics = inputs['intrinsics'].clone()
+    intrinsics[2, 0, 0] *= 1.5
+    intrinsics[2, 1, 2] += 7.0
+    table, counts = label_table(inputs['grasps'], intrinsics)
+    assert counts == [300, 0, 300] and table.shape == (3, 300, 6)
+    for b, g in enumerate(inputs['grasps']):
+        uv, z = g['centers_2d'].numpy(), g['center_z_depths'].numpy() / 1000.0
+        k = intrinsics[b].numpy()
+        expected = np.stack([z / k[0, 0] * (uv[:, 0] - k[0, 2]), z / k[1, 1] * (uv[:, 1] - k[1, 2]),
+                             z, g['thetas_rad'].numpy().astype(np.float64),
+                             g['gammas_rad'].numpy(), g['betas_rad'].numpy()], 1)
+        np.testing.assert_array_equal(table[b, :counts[b]].numpy(), expected.astype(np.float32))
+        assert (table[b, counts[b]:] == 0).all()
+    with pytest.raises(KeyError, match='thetas_rad'):
+        label_table([{k: v for k, v in inputs['grasps'][0].items() if k != 'thetas_rad'}],
+                    intrinsics[:1])

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from mmgrasp.models.backbones import AnchorGraspNet
 from mmgrasp.models.backbones.hggd_anchor_net import check_image_size
@@ -77,6 +78,34 @@ def test_forward_passes_equal_the_reference():
                                    err_msg=key)
     np.testing.assert_allclose(pred.numpy(), golden['pred'], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(offset.numpy(), golden['offset'], rtol=1e-4, atol=1e-5)
+
+
+def test_tnet_pools_before_its_last_relu_with_the_reference_values_and_gradients():
+    """The T-net's last ReLU runs after its max pool (no (R, 1024, N) ReLU output kept): its
+    output and every gradient equal the reference's order (ReLU, then max) bit for bit,
+    regions whose maximum is negative included."""
+    torch.manual_seed(0)
+    net = PointMultiGraspNet().pointnet.stn.train()
+    x = torch.randn(16, 3, 8)  # 8 points a region: some channels are negative at all of them
+
+    def reference(x):
+        y = F.relu(net.bn2(net.conv2(F.relu(net.bn1(net.conv1(x))))))
+        y = F.relu(net.bn3(net.conv3(y))).max(dim=2).values
+        y = F.relu(net.bn5(net.fc2(F.relu(net.bn4(net.fc1(y))))))
+        return (net.fc3(y) + torch.eye(3).flatten()).view(-1, 3, 3)
+
+    results = []
+    for forward in (net, reference):
+        net.zero_grad()
+        inputs = x.clone().requires_grad_(True)
+        out = forward(inputs)
+        out.square().sum().backward()
+        results.append([out.detach(), inputs.grad] + [p.grad for p in net.parameters()])
+    for got, expected in zip(*results):
+        assert torch.equal(got, expected)
+    with torch.no_grad():
+        pooled = net.bn3(net.conv3(F.relu(net.bn2(net.conv2(F.relu(net.bn1(net.conv1(x))))))))
+    assert (pooled.max(dim=2).values < 0).any()
 
 
 def test_features_are_detached_and_the_heads_get_gradients():

@@ -40,7 +40,7 @@ def test_every_kernel_has_a_launch_entry(compiled):
     assert compiled['uncovered'] == []
     names = {row['kernel'] for row in compiled['rows']}
     assert {'_fps_kernel', '_ball_query_kernel', '_cylinder_query_kernel',
-            '_three_nn_kernel'} <= names
+            '_three_nn_kernel', '_knn_kernel', '_normals_kernel'} <= names
 
 
 def test_every_launch_compiles_for_each_target_without_spills(compiled):
@@ -57,7 +57,8 @@ def test_every_launch_compiles_for_each_target_without_spills(compiled):
 
 def test_a_kernel_without_entry_and_a_broken_kernel_are_reported(tmp_path):
     """The checks above can fail: a module with an unlaunched kernel and one whose launch
-    fails to compile (a loop-carried variable changing type, as FPS's copy-back loop did)."""
+    fails to compile (a loop-carried variable changing type, as FPS's copy-back loop did); a
+    helper of a helper of a launched kernel is covered."""
     script = tmp_path / 'probe.py'
     script.write_text('''
 import sys, types
@@ -67,18 +68,26 @@ from tools.analysis import kernel_resources as kr
 from mmgrasp.ops.point_kernels import Launch
 
 @triton.jit
+def _inner(x):
+    return x + 1
+
+@triton.jit
+def _outer(x):
+    return _inner(x)
+
+@triton.jit
 def _broken(out_ptr, n, BLOCK: tl.constexpr):
     j = 0
     for start in range(0, n, BLOCK):
         j = start + tl.arange(0, BLOCK)
-    tl.store(out_ptr, j)
+    tl.store(out_ptr, _outer(j))
 
 @triton.jit
 def _orphan(out_ptr):
     tl.store(out_ptr, 1)
 
 launch = Launch(_broken, dict(out_ptr='*i32', n='i32'), dict(BLOCK=64), {})
-print(kr.uncovered([_broken, _orphan], (launch, )))
+print(kr.uncovered([_broken, _outer, _inner, _orphan], (launch, )))
 row = kr.compile_entry(launch, 90)
 print('ERROR' if 'Loop-carried variable' in row.get('error', '') else 'COMPILED', row)
 ''')

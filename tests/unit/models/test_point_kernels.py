@@ -1,6 +1,7 @@
-"""Each Triton point kernel gives exactly its torch reference's indices (and kNN's squared
-distances), run on CPU tensors by Triton's interpreter: fewer points than samples, duplicate
-points, empty balls and crops, thresholds met exactly, a batch of one, masks."""
+"""Each Triton point kernel gives exactly its torch reference's indices (and the nearest
+neighbours' squared distances), run on CPU tensors by Triton's interpreter: fewer points than
+samples, duplicate points, empty balls and crops, thresholds met exactly, a batch of one,
+masks."""
 import os
 import sys
 
@@ -14,9 +15,10 @@ if _INTERPRETED:
 triton = pytest.importorskip('triton')
 
 from mmgrasp.ops import point_kernels  # noqa: E402
-from mmgrasp.ops.point_ops import (_furthest_point_sample_reference,  # noqa: E402
-                                   _knn_reference, ball_query, cylinder_queries,
-                                   cylinder_query, furthest_point_sample, knn)
+from mmgrasp.ops.point_ops import (KNN_KERNEL_MAX_K,  # noqa: E402
+                                   _furthest_point_sample_reference, _knn_reference,
+                                   ball_query, cylinder_queries, cylinder_query,
+                                   furthest_point_sample, knn)
 from mmgrasp.ops.numerics import point_ops_backend  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
@@ -129,13 +131,30 @@ def test_three_nn_kernel_equals_reference(m):
     assert torch.equal(got_dist2[..., :k], dist2)
 
 
+@pytest.mark.parametrize('k,m', [(8, 24), (5, 24), (16, 18), (8, 5)])
+def test_knn_kernel_equals_reference(k, m):
+    """Duplicated reference points and queries on them (equal distances: the lower index
+    first, in the kept set and in its order), k below its slots (5 of 8: padding slots), as
+    many as the slots, more than the reference points (all of them); a frame where every
+    distance is 0 keeps indices 0..k-1, as pytorch3d's knn_points does there."""
+    ref = _duplicated(_points(2, m, seed=m + k))
+    query = torch.cat([_points(2, 40, seed=m + k + 1), ref], dim=1)
+    ref[1], query[1] = 0.0, 0.0
+    dist2, idx = _knn_reference(ref, query, k)
+    got_dist2, got_idx = point_kernels.knn(ref, query, k)
+    assert got_idx.shape == (2, 40 + m, min(k, m))
+    assert torch.equal(got_idx, idx) and torch.equal(got_dist2, dist2)
+    assert (got_idx[1] == torch.arange(min(k, m))).all()
+    assert point_kernels.KNN_SLOTS[-1] == KNN_KERNEL_MAX_K  # the largest k knn sends here
+
+
 def test_the_switch_chooses_kernels_or_references(monkeypatch):
     """``auto``: references on CPU tensors; ``triton``: the kernels (here interpreted), giving the
     same results through the public ops; an unknown value is an error."""
     xyz = _duplicated(_points(1, 120, seed=9))
     rot = _rotations(1, 6, seed=9)
     calls = []
-    for name in ('furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn'):
+    for name in ('furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn', 'knn'):
         original = getattr(point_kernels, name)
         monkeypatch.setattr(point_kernels, name,
                             lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
@@ -143,13 +162,15 @@ def test_the_switch_chooses_kernels_or_references(monkeypatch):
     def run():
         return (furthest_point_sample(xyz, 10), ball_query(0.05, 8, xyz, xyz[:, :6]),
                 cylinder_query(0.05, -0.02, 0.04, 8, xyz, xyz[:, :6], rot),
-                *knn(xyz, xyz[:, :6], 3))
+                *knn(xyz, xyz[:, :6], 3), *knn(xyz[:, :20], xyz[:, :6], 8))
 
     reference = run()
     assert calls == []
     with point_ops_backend('triton'):
         kernels = run()
-    assert calls == ['furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn']
+        knn(xyz[:, :20], xyz[:, :6], 17)  # past the kernel's slots: the reference
+    assert calls == ['furthest_point_sample', 'ball_query', 'cylinder_queries', 'three_nn',
+                     'knn']
     for a, b in zip(kernels, reference):
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="point_ops='cuda'"):

@@ -36,6 +36,9 @@ def test_collision_filter_drops_colliding_grasps():
     out = make(dict(collision_thresh=0.01)).filter_collisions({}, samples(WALL))
     assert out[0].pred_grasps[:, 13].tolist() == [0.5]
     assert out[0].pred_objectness.tolist() == pytest.approx([0.8])
+    # what the evaluation tells an emptied frame from one the model decoded nothing for by
+    assert out[0].grasps_before_collision == 2
+    assert 'grasps_before_collision' not in make().filter_collisions({}, samples(WALL))[0]
 
 
 def test_threshold_zero_keeps_everything_and_input_cloud_option():

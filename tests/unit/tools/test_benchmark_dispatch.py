@@ -130,7 +130,8 @@ def _point_ops_run(xyz, rot, feats):
         ball=point_ops.ball_query(0.2, 4, xyz, xyz[:, :8]),
         cylinder=point_ops.cylinder_queries(xyz, xyz[:, :8], rot, (0.1, 0.2), -0.02,
                                             (0.02, 0.04), 4),
-        interpolated=point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
+        interpolated=point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats),
+        **dict(zip(('knn_dist', 'knn_idx'), point_ops.knn(xyz[:, :30], xyz, 8))))
 
 
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
@@ -140,7 +141,9 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)
     reference_counts = _count(lambda: _point_ops_run(xyz, rot, feats))['other']
+    from mmgrasp.ops import point_normals
     monkeypatch.setattr(point_ops, '_kernels_for', point_ops._kernels_for)  # undone after
+    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)
     dispatch.ScopedReferences().install()
     got = _point_ops_run(xyz, rot, feats)
     for name, value in expected.items():
@@ -150,10 +153,27 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     # (one launch) and its own weight and gather ops
     assert scoped['launches'] < reference_counts['launches']
     interpolation = _count(lambda: point_ops.three_nn_interpolate(xyz, xyz[:, :2], feats))
-    # and the copies the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of
-    # both queries and the expanded frames rot
-    assert scoped['launches'] == 3 + 3 + interpolation['other']['launches']
+    # kNN of k = 8: one launch and the square root of its squared distances; and the copies
+    # the kernels' wrappers make of strided inputs: the centres xyz[:, :8] of both queries,
+    # the expanded frames rot and kNN's reference points xyz[:, :30]
+    assert scoped['launches'] == 3 + 2 + 4 + interpolation['other']['launches']
     assert scoped['syncs'] == 0
+
+
+def test_scoped_references_charge_the_normals_one_launch_without_a_host_read(monkeypatch):
+    """batch_normals' kernel branch on the CPU: the torch reference in the kernel's scope
+    (one launch, no sync: the CPU path's per-frame numpy reads would be syncs), the same
+    normals as the CPU path."""
+    from mmgrasp.ops import point_normals
+    cloud = _cloud(n=200)
+    expected = point_normals.batch_normals(cloud, orientation='solver')
+    assert _count(lambda: point_normals.batch_normals(cloud))['other']['syncs'] > 0
+    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)  # undone after
+    dispatch.ScopedReferences().install()
+    got = point_normals.batch_normals(cloud, orientation='solver')
+    assert torch.equal(got, expected)
+    assert _count(lambda: point_normals.batch_normals(cloud)) == {
+        'other': dict(launches=1, syncs=0)}
 
 
 def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
@@ -183,6 +203,21 @@ def test_torch_reference_runs_the_torch_backend():
         assert dispatch.path_config(cfg, options, path).model.backbone.backend == backend
     cfg = Config.fromfile(os.path.join(REPO, 'configs', 'graspnet_baseline_demo.py'))
     assert 'backend' not in dispatch.path_config(cfg, {}, 'torch_reference').model.backbone
+
+
+def test_a_foreach_clip_by_value_is_charged_over_the_gradients_sizes(monkeypatch):
+    """clip_grad_value_(foreach=True): a _foreach_clamp_min_ and a _foreach_clamp_max_ over
+    the gradients, each charged by the gradients' chunks (here two launches once a launch
+    holds four blocks, as their three-chunk gradients need six); no sync."""
+    chunk = dispatch.MULTI_TENSOR_CHUNK
+    params = [torch.nn.Parameter(torch.zeros(3 * chunk)) for _ in range(2)]
+    for p in params:
+        p.grad = torch.linspace(-2, 2, 3 * chunk)
+    clip = lambda: torch.nn.utils.clip_grad_value_(params, 0.5, foreach=True)  # noqa: E731
+    assert _count(clip)['other'] == dict(launches=2, syncs=0)
+    monkeypatch.setattr(dispatch, 'MULTI_TENSOR_MAX_BLOCKS', 4)
+    assert _count(clip)['other'] == dict(launches=4, syncs=0)
+    assert float(params[0].grad.abs().max()) == 0.5
 
 
 def test_multi_tensor_launches_follow_torchs_chunking():

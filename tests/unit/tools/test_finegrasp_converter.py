@@ -385,3 +385,24 @@ def test_published_layout_converts_to_the_model_strictly(tmp_path, capsys):
     assert torch.equal(state['grasp_head.outputs.score.bias'],
                        reference['grasp_head.conv_score.bias'])
     assert torch.equal(state['backbone.head.bias'], reference['backbone.final.bias'][0])
+
+
+@NEEDS_MODEL
+def test_published_weights_default_to_the_hub_processors_normals(tmp_path):
+    """Without --config the converted weights name configs/finegrasp_published.py, whose
+    normals are open3d's sign at unit length (what the hub processor feeds them), in DST's meta
+    and in both pipelines."""
+    from mmengine.config import Config
+    save_file(random_reference(seed=2), str(tmp_path / 'model.safetensors'))
+    dst = tmp_path / 'published.pth'
+    assert converter.main(['finegrasp', str(tmp_path), str(dst)]) == 0
+    meta = torch.load(dst, weights_only=True)['meta']
+    assert meta['config'] == os.path.join(REPO, 'configs', 'finegrasp_published.py')
+    assert meta['normals'] == dict(radius=0.1, max_nn=30, orientation='solver', scale=1.0)
+    cfg = Config.fromfile(meta['config'])
+    for loader in (cfg.train_dataloader, cfg.test_dataloader):
+        steps = {s['type']: s for s in loader.dataset.pipeline}
+        assert steps['EstimateNormals']['orientation'] == 'solver'
+        assert steps['EstimateNormals']['apply'] == 'device'
+    assert cfg.model == Config.fromfile(os.path.join(REPO, 'configs',
+                                                     'finegrasp_deferred.py')).model

@@ -1,0 +1,147 @@
+"""GraspNet-1Billion grasp labels of one object from its signed distance field, with the
+evaluator's own physics (:mod:`mmgrasp.geometry`).
+
+A cell (label point p, view v, angle a, depth d) is the grasp whose frame is the template
+rotation of (v, a) (x = approach = -view, y = closing axis), whose translation is p and whose
+jaws close along y through the centre c = p + d * x, as graspnetAPI converts a grasp for dexnet.
+For every cell:
+
+1. **centre**: c must lie inside the object (SDF(c) < 0), as in the synthetic writer's labels;
+   otherwise the gripper reaches past the object and the cell is infeasible (μ = -1).
+2. **width**: from c the jaw line is traced outwards both ways to the surface on the SDF
+   (:func:`exit_distance`: sphere tracing, then bisection); the width is twice the longer half
+   plus ``2 * clearance`` (both jaws start ``clearance`` outside the surface, as the synthetic
+   writer's labels), infeasible when it exceeds the gripper's maximum width.
+3. **friction**: the jaws close from that width on the SDF exactly as the evaluator closes
+   them (:func:`mmgrasp.geometry.close_jaws`, dexnet's ``close_fingers``; the width as stored,
+   float32), and the label is the smallest μ of 0.1, 0.2, ..., 1.0 at which the antipodal test
+   holds (:func:`mmgrasp.geometry.force_closure_min_friction`), -1 where the contacts are not
+   found or no μ holds. So the evaluator judges each label grasp force-closure at its μ and not
+   at the next lower one.
+4. **self-collision** (cells with μ > 0): the evaluator's point test of the gripper's fingers
+   and base against the object's model points (``points_collision``).
+
+Cells are processed in chunks of at most ``max_cells`` (memory stays bounded); the label arrays
+of the object are the only thing that grows with its size.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from mmgrasp.geometry import (GRASPNET_GRIPPER, Gripper, SignedDistanceField, close_jaws,
+                              force_closure_min_friction)
+from ..synthetic.labels import JAW_CLEARANCE, MU_GRID, grasp_frames, points_collision
+
+#: transient bytes per grasp cell while its jaws close (measured peak / cells, rounded up)
+BYTES_PER_CELL = 6000
+
+
+def exit_distance(sdf: SignedDistanceField, starts: np.ndarray, axes: np.ndarray,
+                  limit: float, bisections: int = 12) -> np.ndarray:
+    """Distance t > 0 at which ``starts + t * axes`` (inside the object) first reaches the
+    surface of ``sdf``, NaN beyond ``limit``: sphere tracing (steps of 0.9 |SDF|, at least a
+    fifth of a cell, never past the surface of a field within 10 % of a distance), then
+    ``bisections`` halvings of the last step (12: below a micrometre for 2 mm cells)."""
+    k = len(starts)
+    t = np.zeros(k)
+    prev = np.zeros(k)
+    active = np.ones(k, bool)
+    hit = np.zeros(k, bool)
+    min_step = 0.2 * sdf.resolution
+    while active.any():
+        idx = np.flatnonzero(active)
+        value = sdf(sdf.to_grid(starts[idx] + t[idx, None] * axes[idx]))
+        out = value >= 0
+        hit[idx[out]] = True
+        inside = idx[~out]
+        prev[inside] = t[inside]
+        t[inside] += np.maximum(0.9 * -value[~out], min_step)
+        gone = inside[t[inside] > limit]
+        active[idx[out]] = False
+        active[gone] = False
+    lo, hi = prev[hit], t[hit]
+    s, u = starts[hit], axes[hit]
+    for _ in range(bisections):
+        mid = (lo + hi) / 2
+        out = sdf(sdf.to_grid(s + mid[:, None] * u)) >= 0
+        hi, lo = np.where(out, mid, hi), np.where(out, lo, mid)
+    result = np.full(k, np.nan)
+    result[hit] = hi
+    result[result > limit] = np.nan
+    return result
+
+
+def label_grasps(points: np.ndarray, gripper: Gripper = GRASPNET_GRIPPER):
+    """Rotations (V, A, 3, 3), centres (Np, V, D, 3) and depths (D,) of every cell, float64."""
+    rot = grasp_frames(gripper.num_views, gripper.num_angles, gripper.angles())
+    depths = gripper.depths()
+    p = np.asarray(points, np.float32).astype(np.float64)
+    centres = rot[None, :, None, 0, :, 0] * depths[:, None] + p[:, None, None, :]
+    return rot, centres, depths
+
+
+def jaw_axes(rot: np.ndarray) -> np.ndarray:
+    """Unit closing axes as the evaluator derives them (second column, divided by its norm)."""
+    y = rot[..., :, 1]
+    return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+
+def object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
+                        model_points: np.ndarray, gripper: Gripper = GRASPNET_GRIPPER,
+                        clearance: float = JAW_CLEARANCE, max_cells: int = 200_000,
+                        progress: Optional[Callable[[int, int], None]] = None) -> dict:
+    """The ``grasp_label/%03d_labels.npz`` arrays of one object.
+
+    Args:
+        sdf: the object's SDF (the one written to ``textured.sdf``).
+        points: (Np, 3) label points, model frame.
+        model_points: the model points the evaluator tests the gripper against (8 mm voxels of
+            the surface), for self-collision.
+        gripper: dimensions and grid.
+        clearance: how far outside the surface each jaw starts, metres.
+        max_cells: cells whose jaws close at once (memory: about ``BYTES_PER_CELL`` each).
+        progress: called with (points done, points) after each chunk.
+
+    Returns:
+        dict(points (Np, 3) float32, offsets (Np, V, A, D, 3) float32 (angle, depth, width),
+        collision (Np, V, A, D) bool, scores (Np, V, A, D) float32 μ or -1).
+    """
+    points = np.asarray(points, np.float32).reshape(-1, 3)
+    v, a, d = gripper.grid
+    rot, _, depths = label_grasps(points[:0], gripper)
+    axes = jaw_axes(rot)  # (V, A, 3)
+    shape = (len(points), v, a, d)
+    mu = np.full(shape, -1, np.float32)
+    width = np.zeros(shape, np.float32)
+    per_point = max(v * a * d, 1)
+    step = max(1, max_cells // per_point)
+    for s in range(0, len(points), step):
+        _, centres, _ = label_grasps(points[s:s + step], gripper)
+        inside = sdf(sdf.to_grid(centres)) < 0  # (n, V, D)
+        pi, vi, di = np.nonzero(inside)
+        c = np.repeat(centres[pi, vi, di], a, axis=0)  # (M * A, 3), angles fastest
+        u = axes[vi].reshape(-1, 3)
+        limit = gripper.max_width / 2
+        with np.errstate(invalid='ignore'):
+            both = exit_distance(sdf, np.concatenate([c, c]), np.concatenate([u, -u]), limit)
+            half = np.maximum(both[:len(c)], both[len(c):])
+            w = (2 * half + 2 * clearance).astype(np.float32)
+            ok = np.isfinite(half) & (w.astype(np.float64) <= gripper.max_width)
+        cell_mu = np.full(len(c), -1.0)
+        rows = np.flatnonzero(ok)
+        found, q, n = close_jaws(sdf, c[rows], u[rows], w[rows].astype(np.float64))
+        cell_mu[rows] = np.where(found, force_closure_min_friction(
+            q[:, 0], n[:, 0], q[:, 1], n[:, 1], MU_GRID), -1.0)
+        mu[pi + s, vi, :, di] = cell_mu.reshape(-1, a)
+        width[pi + s, vi, :, di] = np.where(ok, w, 0).reshape(-1, a)
+        if progress is not None:
+            progress(min(s + step, len(points)), len(points))
+    collision = points_collision(mu, width, points, gripper.grid, model_points,
+                                 gripper=gripper)
+    offsets = np.empty(shape + (3,), np.float32)
+    offsets[..., 0] = gripper.angles().astype(np.float32)[:, None]
+    offsets[..., 1] = depths.astype(np.float32)
+    offsets[..., 2] = width
+    return dict(points=points, offsets=offsets, collision=collision, scores=mu)
