@@ -34,6 +34,11 @@ range 0-1), GraspNet-baseline's score × tolerance / 0.05, EconomicGrasp's and F
 Σ 0.2k·logit_k over six score classes (raw logits, as their ``pred_decode`` ranks grasps; not
 a probability, often negative). The evaluation only ranks grasps within a frame, so the
 figures of two methods are not on one scale.
+
+An RGB-D model (HGGD: its test pipeline starts with ``LoadRGBDImage``) needs the colour image
+(``--rgb``, or the dataset frame's) and no workspace: it sees the whole image, as its reference
+does. A dataset frame gets the intrinsics and the draws tools/test.py gives it (HGGD's
+hard-coded intrinsics for GraspNet-1Billion's cameras).
 """
 import argparse
 import os
@@ -50,6 +55,7 @@ from mmgrasp.evaluation.grasp_drawing import (back_project, depth_colours, draw_
                                               top_grasps)
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.datasets.transforms.depth_image import implausible_depth
+from mmgrasp.datasets.transforms.hggd import reference_intrinsics
 from mmgrasp.storage.frames.store import frame_workspace
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
@@ -159,11 +165,11 @@ def _image(path: str, shape, what: str) -> np.ndarray:
     return image
 
 
-def dataset_frame(args: argparse.Namespace, cfg: Config) -> tuple:
+def dataset_frame(args: argparse.Namespace, cfg: Config, with_rgb: bool) -> tuple:
     """(depth, intrinsics, factor depth, workspace, RGB path or None, frame id) of
     ``--scene/--frame``: the workspace by the dataset's rule with the margin of the config's
-    ``LoadGraspScene``, and the id ``(scene, camera, frame)`` the test dataset draws the
-    frame's points with."""
+    ``LoadGraspScene`` (an RGB-D model: every reading, and the intrinsics it is tested with),
+    and the id ``(scene, camera, frame)`` the test dataset draws the frame's points with."""
     if args.scene is None or args.frame is None or args.data_root is None:
         raise SystemExit('a dataset frame needs --data-root, --scene and --frame')
     given = [flag for name, flag in (('depth', 'DEPTH.png'), ('intrinsics', '--intrinsics'),
@@ -179,11 +185,13 @@ def dataset_frame(args: argparse.Namespace, cfg: Config) -> tuple:
         depth = reader.load_depth(args.scene, args.frame)
         meta = reader.load_meta(args.scene, args.frame)
         mask = (frame_workspace(reader, args.scene, args.frame, float(load.get('outlier', 0.02)))
-                if load.get('use_workspace', True) else depth > 0)
+                if load.get('use_workspace', True) and not with_rgb else depth > 0)
     except ValueError as err:  # DatasetFileError names the file; a bad frame its range
         raise SystemExit(str(err)) from None
     rgb = reader.frame_path(args.scene, 'rgb', args.frame)
-    return (depth, meta.intrinsics, meta.factor_depth, mask, rgb if os.path.isfile(rgb) else None,
+    intrinsics = (reference_intrinsics(reader.layout, reader.camera, meta.intrinsics)
+                  if with_rgb else meta.intrinsics)
+    return (depth, intrinsics, meta.factor_depth, mask, rgb if os.path.isfile(rgb) else None,
             (args.scene, reader.camera, args.frame))
 
 
@@ -213,9 +221,13 @@ def main(argv=None) -> int:
     # tools/train.py's merge and checks: a key nothing reads, an option a class does not take,
     # a string where a number goes; and the config's torch thread count
     cfg = apply_cli_options(Config.fromfile(args.config), args.config, args.cfg_options, None)
+    with_rgb = cfg.test_dataloader.dataset.pipeline[0].get('type') == 'LoadRGBDImage'
+    if with_rgb and (args.mask or args.all_readings):
+        raise SystemExit('an RGB-D model sees the whole image: drop --mask / --all-readings')
     frame_id = None
     if args.scene is not None or args.frame is not None:
-        depth, intrinsics, meta_factor, mask, frame_rgb, frame_id = dataset_frame(args, cfg)
+        depth, intrinsics, meta_factor, mask, frame_rgb, frame_id = dataset_frame(args, cfg,
+                                                                                  with_rgb)
         source = f'{args.data_root} scene {args.scene} frame {args.frame}'
     else:
         if args.depth is None or not (args.intrinsics or args.meta):
@@ -229,7 +241,7 @@ def main(argv=None) -> int:
             intrinsics, meta_factor = read_meta(args.meta)
         else:
             intrinsics, meta_factor = read_intrinsics(args.intrinsics), 1000.0
-        if args.mask is None and not args.all_readings:
+        if args.mask is None and not args.all_readings and not with_rgb:
             raise SystemExit('a workspace is needed: --mask MASK.png (or --all-readings, or a '
                              "dataset frame's own: --data-root ROOT --scene S --frame F)")
         mask = depth > 0 if args.mask is None else read_mask(args.mask, depth.shape)
@@ -239,14 +251,20 @@ def main(argv=None) -> int:
         raise SystemExit(f'--factor-depth {factor_depth:g}: expected depth units per metre > 0 '
                          f'(1000 for millimetres)')
     check_depth_scale(depth, mask, factor_depth, source)
-    rgb = None
+    colour = None
     if args.rgb or frame_rgb:
-        rgb = _image(args.rgb or frame_rgb, depth.shape, 'RGB image')
-        rgb = cv2.cvtColor(rgb[..., :3], cv2.COLOR_BGR2RGB).astype(np.float64) / 255
+        colour = _image(args.rgb or frame_rgb, depth.shape, 'RGB image')
+        colour = cv2.cvtColor(colour[..., :3], cv2.COLOR_BGR2RGB)
+    if with_rgb and colour is None:
+        raise SystemExit('an RGB-D model (its test pipeline loads RGB-D images) needs the colour '
+                         'image: --rgb RGB.png')
+    rgb = None if colour is None else colour.astype(np.float64) / 255
     out = _output(args.out)
     try:
         inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
-        grasps = inferencer(depth, intrinsics, factor_depth, mask, frame_id=frame_id)
+        grasps = (inferencer(depth, intrinsics, factor_depth, rgb=colour, frame_id=frame_id)
+                  if with_rgb else
+                  inferencer(depth, intrinsics, factor_depth, mask, frame_id=frame_id))
     except CheckpointMismatchError as err:  # tools/test.py's strict-load message
         raise SystemExit(f'error: {err}') from None
     except ValueError as err:  # no reading left within max_depth: the range seen, the fix

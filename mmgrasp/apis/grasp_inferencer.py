@@ -86,8 +86,27 @@ def check_intrinsics(intrinsics) -> np.ndarray:
     return k
 
 
+def read_rgb(rgb: Union[np.ndarray, str], shape: Sequence[int], index: int) -> np.ndarray:
+    """A (H, W, 3) uint8 RGB image of the depth image's ``shape``, given as the array (RGB
+    order) or the path of an image file (read as RGB)."""
+    if isinstance(rgb, str):
+        image = cv2.imread(rgb, cv2.IMREAD_COLOR)
+        if image is None:
+            raise FileNotFoundError(f'{rgb}: cannot read the colour image')
+        image, where = cv2.cvtColor(image, cv2.COLOR_BGR2RGB), rgb
+    else:
+        image, where = rgb, f'rgb {index}'
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+        raise TypeError(f'{where}: colour must be a uint8 (H, W, 3) RGB array or an image '
+                        f'path, got {getattr(image, "dtype", type(image).__name__)}')
+    if image.shape != (*shape, 3):
+        raise ValueError(f'{where}: colour must be (H, W, 3) = {(*shape, 3)} like its depth '
+                         f'image, got {image.shape}')
+    return image
+
+
 class GraspInferencer:
-    """Predict grasps on depth images with a config and a checkpoint.
+    """Predict grasps on depth (or RGB-D) images with a config and a checkpoint.
 
     The model is built in test mode from ``config.model`` (its ``test_cfg``: the collision
     filter against the whole masked cloud, as tools/test.py runs it). The pipeline is the
@@ -110,6 +129,12 @@ class GraspInferencer:
     Readings beyond ``max_depth`` are dropped in any case (with a warning): they bound the
     collision filter's work (an all-65535 image took 105 s a frame) and catch a wrong
     ``factor_depth``.
+
+    RGB-D models (HGGD: a test pipeline that starts with :class:`LoadRGBDImage`) take the
+    colour image too (``rgb=``) and no workspace: HGGD sees the whole image, as its reference
+    does. The frame's intrinsics are used as given; the model's own test-time draws come from
+    (seed, scene, camera, frame) with a ``frame_id`` (as tools/test.py's), else from the
+    image's place in the call.
 
     The config is checked as tools/train.py checks it (options nothing reads or a class does
     not take, a string where a number goes: SystemExit naming the key), and its
@@ -157,9 +182,14 @@ class GraspInferencer:
 
     def _pipeline(self, steps: Sequence[dict]) -> List:
         steps = [dict(s) for s in steps]
+        self.with_rgb = bool(steps) and steps[0].get('type') == 'LoadRGBDImage'
+        if self.with_rgb:  # the images are given: the rest of the pipeline takes them as read
+            self.use_workspace = False
+            return [build_in_scope(TRANSFORMS, s) for s in steps[1:]]
         if not steps or steps[0].get('type') != 'LoadGraspScene':
             raise ValueError('GraspInferencer: the test pipeline must start with LoadGraspScene '
-                             f'(replaced by LoadDepthImage), got {steps[:1]}')
+                             '(replaced by LoadDepthImage) or LoadRGBDImage (the images given '
+                             f'to the call), got {steps[:1]}')
         load = steps[0]
         self.outlier = float(load.get('outlier', 0.02))
         self.use_workspace = bool(load.get('use_workspace', True))
@@ -169,17 +199,21 @@ class GraspInferencer:
 
     def _sample(self, index: int, depth: np.ndarray, intrinsics: np.ndarray,
                 factor_depth: float, mask: Optional[np.ndarray],
-                frame_id: Optional[Sequence]) -> dict:
+                frame_id: Optional[Sequence], rgb: Optional[np.ndarray] = None) -> dict:
+        results = dict(depth=depth, intrinsics=intrinsics, factor_depth=float(factor_depth),
+                       workspace_mask=mask, sample_idx=index, epoch=0)
         if frame_id is None:
-            rng = image_rng(self.seed, depth)
+            results['rng'] = image_rng(self.seed, depth)
         else:
             if len(frame_id) != 3 or not isinstance(frame_id[1], str):
                 raise ValueError(f'frame_id {index}: expected (scene, camera, frame), got '
                                  f'{frame_id!r}')
             scene, camera, frame = frame_id
-            rng = frame_rng(self.seed, scene, camera, frame)
-        results = dict(depth=depth, intrinsics=intrinsics, factor_depth=float(factor_depth),
-                       workspace_mask=mask, rng=rng, sample_idx=index, epoch=0)
+            results['rng'] = frame_rng(self.seed, scene, camera, frame)
+        if rgb is not None:  # LoadRGBDImage's keys; the ids key the model's draws
+            results.update(rgb=rgb, camera='image')
+            if frame_id is not None:
+                results.update(scene=scene, camera=camera, frame=frame)
         for transform in self.pipeline:
             results = transform(results)
         return results
@@ -243,7 +277,8 @@ class GraspInferencer:
 
     def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
                  factor_depth: float = 1000.0, mask=None, segmentation=None,
-                 camera_to_table=None, frame_id=None) -> Union[np.ndarray, List[np.ndarray]]:
+                 camera_to_table=None, frame_id=None, rgb=None
+                 ) -> Union[np.ndarray, List[np.ndarray]]:
         """Grasps of one depth image, (N, 17) float32 GraspGroup rows (score, width, height,
         depth, rotation 3×3, translation, object id −1), best first when ``nms``; or a list of
         those for a list of images (the other arguments then one for all, or a list).
@@ -253,7 +288,9 @@ class GraspInferencer:
         the dataset's rule, or ``mask`` ((H, W) bool, pixels to keep). ``frame_id``:
         ``(scene, camera, frame)`` of a dataset frame (the test dataset's camera name,
         GraspClutter6D's resolved one such as ``'realsense-d435'``) to draw as tools/test.py
-        does for it; a list of those (or None) for a list of images.
+        does for it; a list of those (or None) for a list of images. ``rgb``: the colour
+        image(s) of an RGB-D model ((H, W, 3) uint8 RGB arrays or image paths), refused by a
+        depth model.
         """
         single = not isinstance(depth, (list, tuple))
         depths = [read_depth(d) for d in ([depth] if single else depth)]
@@ -270,16 +307,29 @@ class GraspInferencer:
             return [value] * len(depths)
 
         ks = [check_intrinsics(k) for k in per_frame(intrinsics, 'intrinsics')]
-        masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
-            depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
-            per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
+        if self.with_rgb != (rgb is not None):
+            raise ValueError('GraspInferencer: ' + (
+                'this RGB-D model needs the colour image(s): rgb=' if self.with_rgb else
+                'this model reads depth only; rgb= has no consumer'))
+        rgbs = [None if c is None else read_rgb(c, d.shape, i)
+                for i, (c, d) in enumerate(zip(per_frame(rgb, 'colour images'), depths))]
+        if self.with_rgb:  # the whole image, as the reference
+            if any(v is not None for v in (mask, segmentation, camera_to_table)):
+                raise ValueError('GraspInferencer: an RGB-D model sees the whole image; mask=, '
+                                 'segmentation= and camera_to_table= have no consumer')
+            masks = [image > 0 for image in depths]
+        else:
+            masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
+                depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
+                per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
         self._check_depth_scale(depth if not single else [depth], depths, masks, factor_depth)
         frame_ids = per_frame(frame_id, 'frame ids')
         grasps = []
         for start in range(0, len(depths), self.batch_size):
             chunk = range(start, min(start + self.batch_size, len(depths)))
-            data = pseudo_collate([self._sample(i, depths[i], ks[i], factor_depth, masks[i],
-                                                frame_ids[i]) for i in chunk])
+            data = pseudo_collate([self._sample(
+                i, depths[i], ks[i], factor_depth, None if self.with_rgb else masks[i],
+                frame_ids[i], rgbs[i]) for i in chunk])
             with torch.no_grad(), pinned_threads(self.num_threads):
                 samples = self.model.test_step(data)
             for sample in samples:

@@ -21,8 +21,8 @@ reference's label format), and measures, single-threaded:
   path counted on the CPU (mmgrasp/analysis/dispatch_count.py): kernel launches, host syncs and
   the peak of live tensor bytes.
 
-Until the frame store's ``LoadRGBDImage`` and the per-image grasp store are on main, the PNG
-reading and the records come from tests/unit/models/_hggd_data_inputs.py.
+The images are read from the PNG files (``LoadRGBDImage(source='files')``); the grasp records
+are made by hand on the frames (tests/unit/models/_hggd_data_inputs.py), at any image size.
 """
 import argparse
 import importlib.util
@@ -86,8 +86,8 @@ def time_mmgrasp(root: str, prepared: dict, batch: int) -> dict:
     from mmgrasp.models.data_preprocessors import HGGDDataPreprocessor
     from mmgrasp.models.utils.live_bytes import LiveBytes
 
-    hggd.open_grasp_store = lambda reader, cache_dir: prepared['store']
-    steps = [('read PNG files', prepared['inputs'].LoadRGBDFiles()),
+    hggd.open_grasp_store = lambda reader, *options: prepared['store']
+    steps = [('read PNG files', dict(type='LoadRGBDImage', source='files')),
              ('LoadHGGDGrasps', dict(type='LoadHGGDGrasps')),
              ('SampleDepthPixels', dict(type='SampleDepthPixels', num_points=25600)),
              ('PackHGGDInputs', dict(type='PackHGGDInputs'))]

@@ -7,6 +7,9 @@
 # step sums 3 batches and its epoch's last odd batch is dropped by the next zero_grad; here
 # every step takes 2 (docs/advanced_guides/hggd_model.md).
 # fused AdamW and a foreach clip: a few multi-tensor kernels per step, not ops per parameter.
+# The schedule has hooks of its own, so it extends the runtime (whose custom_hooks it replaces,
+# ConfigHashHook kept) instead of sitting beside it in a config's _base_ list.
+_base_ = ['../default_runtime.py']
 optim_wrapper = dict(type='OptimWrapper',
                      optimizer=dict(type='AdamW', lr=1e-2, weight_decay=1e-2, fused=True),
                      accumulative_counts=2,
@@ -17,4 +20,5 @@ train_cfg = dict(type='GraspEpochBasedTrainLoop', max_epochs=15)
 # is 0.5 * 0.5^(epoch // 2), at least 0.001 (the local network keeps PyTorch's 0.1)
 custom_hooks = [dict(type='HGGDAnchorShiftHook', shift_epochs=5, threshold=1e6),
                 dict(type='BNMomentumHook', module='anchor_net', initial=0.5, decay=0.5, step=2,
-                     minimum=0.001)]
+                     minimum=0.001),
+                dict(type='ConfigHashHook')]

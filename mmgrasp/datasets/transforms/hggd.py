@@ -18,6 +18,7 @@ from mmcv.transforms import BaseTransform
 
 from mmgrasp.datasets.layouts import open_reader
 from mmgrasp.registry import TRANSFORMS
+from mmgrasp.storage.labels.hggd_grasps import open_hggd_grasps
 from .depth_image import sample_indices
 from .formatting import PackGraspInputs
 
@@ -39,11 +40,13 @@ REFERENCE_INTRINSICS = {
 _stores: dict = {}
 
 
-def open_grasp_store(reader, cache_dir: Optional[str]):
+def open_grasp_store(reader, cache_dir: Optional[str], seed: int = 0,
+                     apply_visibility: bool = False):
     """The per-image grasp store of the reader's root and camera (``store.frame(scene, frame)``
-    gives a frame's record). The one place that names the store's reader."""
-    from mmgrasp.storage.labels.hggd_grasps import open_hggd_grasps
-    return open_hggd_grasps(reader.root, reader.camera, cache_dir=cache_dir)
+    gives a frame's record), built when missing or stale. The one place that names the
+    store's reader."""
+    return open_hggd_grasps(reader, cache_dir=cache_dir, seed=seed,
+                            apply_visibility=apply_visibility)
 
 
 def reference_intrinsics(layout: Optional[str], camera: str, intrinsics: np.ndarray) -> np.ndarray:
@@ -198,12 +201,16 @@ class LoadHGGDGrasps(BaseTransform):
         min_center_distance: the heatmap's greedy rule, input pixels (the reference's 8).
         ratio, anchor_k: anchor cell size in input pixels (8) and θ anchors (6), as the
             preprocessor's (they group the labels whose "maintain" events are counted here).
+        label_seed: seed of the store's per-frame draws (:func:`open_hggd_grasps`'s ``seed``).
+        apply_visibility: the store drops grasps whose centre no depth point sees (the
+            reference saves them; :func:`open_hggd_grasps`).
         cache_dir: the store's cache (default ``$MMGRASP_CACHE``).
     """
 
     def __init__(self, input_size: Sequence[int] = (640, 360), max_grasps: int = 5000,
                  min_width: float = 0., min_score: float = 0.8,
                  min_center_distance: float = 8., ratio: int = 8, anchor_k: int = 6,
+                 label_seed: int = 0, apply_visibility: bool = False,
                  cache_dir: Optional[str] = None):
         if min(max_grasps, ratio, anchor_k) < 1 or min_center_distance < 0:
             raise ValueError(f'LoadHGGDGrasps: max_grasps ({max_grasps}), ratio ({ratio}) and '
@@ -216,13 +223,17 @@ class LoadHGGDGrasps(BaseTransform):
         self.min_center_distance = float(min_center_distance)
         self.ratio = int(ratio)
         self.anchor_k = int(anchor_k)
+        self.label_seed = int(label_seed)
+        self.apply_visibility = bool(apply_visibility)
         self.cache_dir = cache_dir
 
     def store(self, reader):
         """The grasp store of the reader's root and camera, opened once a process."""
-        key = (reader.root, reader.camera, self.cache_dir)
+        key = (reader.root, reader.camera, self.cache_dir, self.label_seed,
+               self.apply_visibility)
         if key not in _stores:
-            _stores[key] = open_grasp_store(reader, self.cache_dir)
+            _stores[key] = open_grasp_store(reader, self.cache_dir, self.label_seed,
+                                            self.apply_visibility)
         return _stores[key]
 
     def prepare(self, data_root: str, camera: Optional[str] = None):
@@ -265,7 +276,8 @@ class LoadHGGDGrasps(BaseTransform):
         return (f'{self.__class__.__name__}(input_size={self.input_size}, '
                 f'max_grasps={self.max_grasps}, min_width={self.min_width}, '
                 f'min_score={self.min_score}, min_center_distance={self.min_center_distance}, '
-                f'ratio={self.ratio}, anchor_k={self.anchor_k})')
+                f'ratio={self.ratio}, anchor_k={self.anchor_k}, label_seed={self.label_seed}, '
+                f'apply_visibility={self.apply_visibility})')
 
 
 @TRANSFORMS.register_module()
@@ -336,8 +348,8 @@ class PackHGGDInputs(PackGraspInputs):
             layout, results['camera'], results['intrinsics']))
         packed = super().transform(results)
         sample = packed['data_samples']
-        for name in ('hggd_grasps', 'hggd_rects'):
+        for name in ('hggd_grasps', 'hggd_rects'):  # copied: the store's slices are read-only
             if name in results:
-                sample.set_field({k: torch.from_numpy(np.ascontiguousarray(v))
+                sample.set_field({k: torch.from_numpy(np.array(v))
                                   for k, v in results[name].items()}, name, dtype=dict)
         return packed

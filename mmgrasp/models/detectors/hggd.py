@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mmgrasp.geometry import hggd_collision_free
+from mmgrasp.geometry import grasp_nms, hggd_collision_free
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.structures.data_sample import GraspDataSample
 from mmgrasp.utils.random import frame_rng, sample_rng
@@ -21,10 +21,12 @@ from ..utils.hggd_regions import crop_regions, fuse_features
 from ..losses.hggd_loss import local_labels, match_labels
 from .base import GraspDetector
 
-#: Test-time processing (``model.test_cfg``): the reference test script's collision filter
-#: (``mode='graspnet'`` on the sampled cloud, voxel 0.01 m, approach 0.05 m; ``collision``
-#: False switches it off).
-HGGD_TEST_CFG = dict(collision=True, collision_voxel_size=0.01, approach_dist=0.05)
+#: Test-time processing (``model.test_cfg``), as the reference test script runs it: the
+#: collision filter (``mode='graspnet'`` on the sampled cloud, voxel 0.01 m, approach 0.05 m),
+#: then graspnetAPI's grasp NMS (0.03 m, 30 degrees; ``test_graspnet.py:269-276``), before the
+#: dump. ``collision`` / ``nms`` False switch a step off.
+HGGD_TEST_CFG = dict(collision=True, collision_voxel_size=0.01, approach_dist=0.05, nms=True,
+                     nms_translation=0.03, nms_rotation=30.0)
 LABEL_FIELDS = ('centers_2d', 'center_z_depths', 'thetas_rad', 'gammas_rad', 'betas_rad')
 
 
@@ -32,7 +34,7 @@ LABEL_FIELDS = ('centers_2d', 'center_z_depths', 'thetas_rad', 'gammas_rad', 'be
 class HGGD(GraspDetector):
     """AnchorGraspNet → heatmap blur, grid-based centres, 2-D grasps → lifting, kNN feature
     fusion, local regions → PointMultiGraspNet → (training) label assignment and losses /
-    (test) the top anchors as 6-DoF grasps, collision-filtered.
+    (test) the top anchors as 6-DoF grasps, collision-filtered and NMS-ed.
 
     ``inputs`` (what ``HGGDDataPreprocessor`` gives): ``images`` (B, 4, W, H), ``depths``
     (B, 2W, 2H) raw mm, ``points`` (B, N, 3), ``xyz_maps`` (B, 3, W/8, H/8), ``intrinsics``
@@ -178,7 +180,8 @@ class HGGD(GraspDetector):
     def predict(self, inputs: dict, data_samples: Optional[List[GraspDataSample]] = None
                 ) -> List[GraspDataSample]:
         """Each sample gets ``pred_grasps`` (M, 17) float32 GraspNet rows (score, width,
-        height, depth, rotation row-major, translation, object id −1), best first."""
+        height, depth, rotation row-major, translation, object id −1), best first, after the
+        collision filter and grasp NMS of ``test_cfg``."""
         out = self._seed_stage(inputs)
         batch = inputs['images'].shape[0]
         found = self._regions(inputs, out, self.test_centers, self.heat_threshold,
@@ -199,7 +202,7 @@ class HGGD(GraspDetector):
     def _results(self, inputs: dict, rows: Tensor, frames: Tensor,
                  data_samples: Optional[List[GraspDataSample]], batch: int
                  ) -> List[GraspDataSample]:
-        host_rows, host_frames = rows.cpu().numpy(), frames.cpu().numpy()
+        host_rows, host_frames = nearest_rotations(rows.cpu().numpy()), frames.cpu().numpy()
         cloud = inputs['points'].detach().cpu().numpy() if self.test_cfg['collision'] else None
         results = []
         for b in range(batch):
@@ -208,11 +211,30 @@ class HGGD(GraspDetector):
                 frame_rows = frame_rows[hggd_collision_free(
                     frame_rows, cloud[b], self.test_cfg['collision_voxel_size'],
                     self.test_cfg['approach_dist'])]
-            frame_rows = frame_rows[np.argsort(-frame_rows[:, 0], kind='stable')]
+            if self.test_cfg['nms']:  # sorted best first (grasp_nms's tie order)
+                frame_rows = grasp_nms(frame_rows, self.test_cfg['nms_translation'],
+                                       math.radians(self.test_cfg['nms_rotation']))
+            else:
+                frame_rows = frame_rows[np.argsort(-frame_rows[:, 0], kind='stable')]
             sample = (data_samples[b] if data_samples else GraspDataSample()).clone()
             sample.pred_grasps = torch.from_numpy(frame_rows.astype(np.float32)).to(rows.device)
             results.append(sample)
         return results
+
+
+def nearest_rotations(rows: np.ndarray) -> np.ndarray:
+    """GraspNet rows with each rotation replaced by the nearest rotation matrix (polar
+    decomposition, float64). The reference's R0 has unit columns that are orthogonal only to
+    ~1e-4 (its jaw and height vectors are back-projected separately); the evaluator refuses
+    rotations off by more than 1e-5, and the collision filter and NMS assume rotations."""
+    rows = np.array(rows, dtype=np.float64)
+    if not len(rows):
+        return rows
+    u, _, vt = np.linalg.svd(rows[:, 4:13].reshape(-1, 3, 3))
+    fix = np.where(np.linalg.det(u @ vt) < 0, -1.0, 1.0)  # a proper rotation, never a reflection
+    u[:, :, 2] *= fix[:, None]
+    rows[:, 4:13] = (u @ vt).reshape(-1, 9)
+    return rows
 
 
 def dropout_mask(local_net, frames: np.ndarray, generators: List[torch.Generator]

@@ -13,23 +13,15 @@ from mmgrasp.apis import GraspInferencer
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.storage.frames.store import masked_pixels
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')])}
+from _test_tool_dump import ENV, REPO, initial_weights_dump
 
 
 @pytest.fixture(scope='module')
 def finegrasp_files(synthetic_root, tmp_path_factory):
     """configs/finegrasp_demo.py shrunk to the session grid (5 views), its test loader on the
     session frames with normals, the initial weights (seed 0), and tools/test.py's dump."""
-    import torch
-    from mmengine.config import Config
-
-    from mmgrasp.registry import MODELS, build_in_scope
-    from mmgrasp.apis import register_all_modules
     tmp = tmp_path_factory.mktemp('finegrasp_inferencer')
-    config, checkpoint = str(tmp / 'small_finegrasp.py'), str(tmp / 'init.pth')
-    with open(config, 'w') as f:
-        f.write(f"""
+    return initial_weights_dump(tmp, 'small_finegrasp.py', f"""
 _base_ = ['{REPO}/configs/finegrasp_demo.py']
 model = dict(num_seeds=32, num_views=5, assigner=dict(num_views=5),
              backbone=dict(channels=(8,) * 8, stem_channels=8, out_channels=16),
@@ -42,16 +34,6 @@ test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
         dict(type='PackGraspInputs', keys=('points', 'normals'),
              meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
 """)
-    register_all_modules(False)
-    torch.manual_seed(0)
-    model = build_in_scope(MODELS, Config.fromfile(config).model)
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
-    dump = str(tmp / 'dump')
-    out = subprocess.run([sys.executable, 'tools/test.py', config, checkpoint, '--dump-only',
-                          '--dump', dump, '--work-dir', str(tmp / 'work')], cwd=REPO,
-                         capture_output=True, text=True, timeout=600, env=ENV)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    return config, checkpoint, dump
 
 
 def _frame(root, scene, index):

@@ -199,9 +199,41 @@ def test_prepare_opens_the_store_once(synthetic_root, monkeypatch):
     """GraspNetDataset opens the store in the main process (before workers fork), once."""
     from mmgrasp.datasets import GraspNetDataset
     opened = []
-    monkeypatch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: opened.append(
+    monkeypatch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir, *options: opened.append(
         (reader.root, reader.camera, cache_dir)) or object())
     monkeypatch.setattr(hggd, '_stores', {})
     GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
     GraspNetDataset(synthetic_root, pipeline=[dict(type='LoadHGGDGrasps')])
     assert len(opened) == 1 and opened[0][1] == 'realsense'
+
+
+def test_the_records_are_the_per_image_grasp_store_and_its_options_apply(gc6d_root,
+                                                                          monkeypatch):
+    """With no stand-in: the store is built on first use (lazily, like the other derived
+    assets), each frame's record is its rows, and label_seed / apply_visibility reach it.
+    GraspClutter6D's grasps are projected at the frame's own size (GraspNet-1Billion's at its
+    native 1280 x 720, which the 320 x 180 session frames are not)."""
+    from mmgrasp.datasets.layouts import open_reader
+    from mmgrasp.storage.labels.hggd_grasps import open_hggd_grasps
+    monkeypatch.setattr(hggd, '_stores', {})
+    reader = open_reader(gc6d_root)
+    scene, frame = open_hggd_grasps(reader).frames[0]
+    depth = reader.load_depth(scene, frame)
+    records = {}
+    for options in ({}, dict(label_seed=1), dict(apply_visibility=True)):
+        transform = LoadHGGDGrasps(input_size=(160, 90), **options)
+        record = transform(dict(reader=reader, scene=scene, frame=frame, depth=depth,
+                                rng=np.random.default_rng(0)))['hggd_grasps']
+        want = open_hggd_grasps(reader, seed=options.get('label_seed', 0),
+                                apply_visibility=options.get('apply_visibility', False),
+                                build=False).frame(scene, frame)
+        for name in GRASP_FIELDS:
+            np.testing.assert_array_equal(record[name], getattr(want, name))
+        records[tuple(options)] = record, transform.store(reader)
+    assert len(records[()][0]['centers_2d']) > 0
+    assert len(records[()][0]['centers_2d']) != len(
+        records[('apply_visibility',)][0]['centers_2d'])
+    # the seed's draws (model points, the 5 000-grasp subsample) may not move a small frame's
+    # rows: the store it opened is the seed's own
+    assert records[('label_seed',)][1].manifest['seed'] == 1
+    assert records[()][1].manifest['seed'] == 0

@@ -1,8 +1,7 @@
-"""HGGD test inputs on the synthetic dataset.
+"""HGGD grasp records for the session's synthetic frames. The per-image grasp store projects
+GraspNet-1Billion's grasps with HGGD's hard-coded intrinsics at 1280 x 720, so none fall in the
+320 x 180 session frames; these records are made on the frames themselves.
 
-- :class:`LoadRGBDFiles` reads a frame's PNG files into exactly the keys of the frame store's
-  ``LoadRGBDImage`` contract (``rgb`` uint8 (H, W, 3) RGB, ``depth`` uint16 (H, W),
-  ``intrinsics``, ``factor_depth``); a test-only stand-in until that transform is on main.
 - :func:`make_record` draws a plausible per-image grasp record (the store's fields and dtypes)
   on a frame: centres on the objects, some in depth holes, θ over (−π, π], both scores.
 - :class:`RecordStore` serves records as the per-image grasp store does (``frame(s, f)``).
@@ -10,24 +9,8 @@
 from typing import Dict, Optional
 
 import numpy as np
-from PIL import Image
 
 from mmgrasp.datasets.transforms.hggd import GRASP_FIELDS
-
-
-class LoadRGBDFiles:
-    """rgb, depth, intrinsics and factor_depth of results' (reader, scene, frame), from the
-    PNG and meta files."""
-
-    def __call__(self, results: dict) -> dict:
-        reader, scene, frame = results['reader'], results['scene'], results['frame']
-        with Image.open(reader.frame_path(scene, 'rgb', frame)) as image:
-            results['rgb'] = np.array(image.convert('RGB'))
-        results['depth'] = reader.load_depth(scene, frame)
-        meta = reader.load_meta(scene, frame)
-        results['intrinsics'] = meta.intrinsics
-        results['factor_depth'] = meta.factor_depth
-        return results
 
 
 def make_record(depth: np.ndarray, seg: Optional[np.ndarray], count: int,

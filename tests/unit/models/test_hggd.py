@@ -173,6 +173,64 @@ def test_train_centers_and_the_inputs_it_needs(batch):
         small_hggd(test_cfg=dict(collision_thresh=0.1))
 
 
+def close_pairs(rows: np.ndarray, translation: float, rotation_deg: float) -> int:
+    """Pairs of rows nearer than both thresholds (the NMS rule, redone in numpy)."""
+    t, r = rows[:, 13:16].astype(np.float64), rows[:, 4:13].reshape(-1, 3, 3).astype(np.float64)
+    dist = np.linalg.norm(t[:, None] - t[None], axis=-1)
+    trace = np.einsum('aij,bij->ab', r, r)
+    angle = np.degrees(np.arccos(np.clip((trace - 1) / 2, -1, 1)))
+    close = (dist < translation) & (angle < rotation_deg)
+    return int(np.triu(close, 1).sum())
+
+
+def test_test_time_nms_keeps_no_close_pair_and_its_options_apply(batch):
+    inputs, samples = batch
+    torch.manual_seed(0)
+    base = small_hggd(test_cfg=dict(collision=False, nms=False)).eval()
+    found = {}
+    for name, cfg in [('off', dict(nms=False)), ('on', {}), ('far', dict(nms_translation=0.1)),
+                      ('wide', dict(nms_rotation=90.0))]:
+        model = small_hggd(test_cfg=dict(collision=False, **cfg)).eval()
+        model.load_state_dict(base.state_dict())
+        with torch.no_grad():
+            found[name] = [r.pred_grasps.numpy() for r in model.predict(inputs, samples)]
+    for raw, kept in zip(found['off'], found['on']):
+        assert close_pairs(raw, 0.03, 30.0) > 0 and close_pairs(kept, 0.03 - 1e-6, 30.0) == 0
+        assert (np.diff(kept[:, 0]) <= 0).all()
+        assert {r.tobytes() for r in kept} <= {r.tobytes() for r in raw}  # a subset of rows
+    count = {k: sum(len(rows) for rows in v) for k, v in found.items()}
+    assert count['off'] > count['on'] > count['far'] and count['on'] > count['wide'], count
+
+
+def test_predicted_rotations_are_the_nearest_rotations(batch):
+    """The decode's R0 columns are orthogonal only to ~1e-4 (as the reference's); the rows the
+    model returns carry the nearest rotation (the evaluator refuses more than 1e-5 off)."""
+    from mmgrasp.models.detectors.hggd import nearest_rotations
+    inputs, samples = batch
+    torch.manual_seed(0)
+    model = small_hggd(test_cfg=dict(collision=False, nms=False)).eval()
+    with torch.no_grad():
+        rows = np.concatenate([r.pred_grasps.numpy() for r in model.predict(inputs, samples)])
+    r = rows[:, 4:13].reshape(-1, 3, 3).astype(np.float64)
+    np.testing.assert_allclose(r @ r.transpose(0, 2, 1), np.broadcast_to(np.eye(3), r.shape),
+                               atol=2e-6)
+    np.testing.assert_allclose(np.linalg.det(r), 1, atol=2e-6)
+    # against its definition: the closest rotation in Frobenius norm, checked on skewed input
+    rng = np.random.default_rng(0)
+    skewed = np.zeros((50, 17))
+    q = np.linalg.qr(rng.normal(size=(50, 3, 3)))[0]
+    q[np.linalg.det(q) < 0, :, 0] *= -1
+    skewed[:, 4:13] = (q + rng.normal(scale=1e-3, size=q.shape)).reshape(-1, 9)
+    fixed = nearest_rotations(skewed)[:, 4:13].reshape(-1, 3, 3)
+    np.testing.assert_allclose(fixed, q, atol=5e-3)
+    for trial in rng.normal(size=(20, 3, 3)) * 1e-3:  # no rotation nearby is closer
+        other = np.linalg.qr(fixed[0] + trial)[0]
+        other *= np.sign(np.diag(np.linalg.qr(fixed[0] + trial)[1]))[None]
+        if np.linalg.det(other) > 0:
+            assert np.linalg.norm(other - skewed[0, 4:13].reshape(3, 3)) >= np.linalg.norm(
+                fixed[0] - skewed[0, 4:13].reshape(3, 3)) - 1e-12
+
+
 def test_label_table_back_projects_each_frame_with_its_own_camera():
     """The label rows of all frames at once equal numpy's back-projection frame by frame, bit
     for bit: a frame without records, a frame with other intrinsics, zero padding."""

@@ -1,7 +1,7 @@
 """HGGDDataPreprocessor on batches of the session's synthetic frames (320 x 180, input 160 x 90):
 every input against the reference's operations redone in numpy/PIL, the targets against the
 rules (_hggd_rules.py), the draws, degenerate frames, the options, the host syncs; and the same
-batch from the PNG files and from the frame store (once LoadRGBDImage is on main)."""
+batch and training step from the PNG files and from the frame store."""
 import types
 
 import numpy as np
@@ -12,13 +12,12 @@ from mmengine.dataset import pseudo_collate
 from PIL import Image
 from torch.profiler import ProfilerActivity, profile
 
-from _hggd_data_inputs import LoadRGBDFiles, RecordStore
+from _hggd_data_inputs import RecordStore
 from _hggd_rules import rules_rectangles, rules_targets
 from mmgrasp.analysis import dispatch_count
 from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.datasets.transforms import hggd
 from mmgrasp.models.data_preprocessors import HGGDDataPreprocessor
-from mmgrasp.registry import TRANSFORMS
 
 SIZE = (160, 90)
 NUM_POINTS = 3000
@@ -33,14 +32,14 @@ def store():
     """Records for the session frames: 400 rows a frame, none in scene 1 frame 2."""
     stores = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: stores.setdefault(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: stores.setdefault(
             reader.root, RecordStore(reader, 400, counts={(1, 2): 0})))
         patch.setattr(hggd, '_stores', {})
         yield stores
 
 
 def pipeline(source=None, **grid):
-    load = LoadRGBDFiles() if source is None else dict(type='LoadRGBDImage', source=source)
+    load = dict(type='LoadRGBDImage', source=source or 'files')
     return [load, dict(type='LoadHGGDGrasps', input_size=SIZE, **grid),
             dict(type='SampleDepthPixels', num_points=NUM_POINTS), dict(type='PackHGGDInputs')]
 
@@ -237,9 +236,6 @@ def test_no_host_sync(batch):
     assert sum(p['syncs'] for p in parts.values()) == 0
 
 
-@pytest.mark.skipif('LoadRGBDImage' not in TRANSFORMS.module_dict,
-                    reason='LoadRGBDImage (the frame store\'s RGB-D images) is not on this branch '
-                    'yet: it lands with the frame store work; this test runs once both are merged')
 def test_frame_store_equals_png_files(synthetic_root, store):
     """The same batch, bit for bit, whether the images come from the PNG files or from the
     frame store."""
@@ -253,6 +249,31 @@ def test_frame_store_equals_png_files(synthetic_root, store):
         assert torch.equal(files['targets'][name], frames['targets'][name])
 
 
+def test_frame_store_and_png_files_give_the_same_training_step(synthetic_root, store):
+    """Preprocessor, both networks, every loss and every gradient: equal, bit for bit, and
+    finite, whether the images come from the PNG files or from the frame store."""
+    from _hggd_inputs import small_hggd
+    size = (128, 72)  # an AnchorGraspNet size (the preprocessor tests' 160 x 90 is not)
+
+    def step(source):
+        dataset = GraspNetDataset(synthetic_root, seed=5, pipeline=[
+            dict(type='LoadRGBDImage', source=source),
+            dict(type='LoadHGGDGrasps', input_size=size),
+            dict(type='SampleDepthPixels', num_points=NUM_POINTS), dict(type='PackHGGDInputs')])
+        torch.manual_seed(0)
+        model = small_hggd(data_preprocessor=dict(type='HGGDDataPreprocessor', input_size=size))
+        data = model.data_preprocessor(pseudo_collate([dataset[(0, i)] for i in (0, 1)]), True)
+        losses = model.loss(data['inputs'], data['data_samples'])
+        sum(losses.values()).backward()
+        return losses, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    (files, files_grads), (frames, frames_grads) = step('files'), step('frames')
+    assert all(torch.isfinite(v) for v in files.values()) and files['loss_loc'] > 0
+    assert all(torch.equal(files[k], frames[k]) for k in files), (files, frames)
+    assert files_grads.keys() == frames_grads.keys() and len(files_grads) > 10
+    assert all(torch.equal(files_grads[n], frames_grads[n]) for n in files_grads)
+
+
 
 
 def test_one_object(synthetic_root):
@@ -262,7 +283,7 @@ def test_one_object(synthetic_root):
         return {k: v[rows['object_ids'] == rows['object_ids'][0]] for k, v in rows.items()}
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: types.SimpleNamespace(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: types.SimpleNamespace(
             frame=lambda s, f: first_object(RecordStore(reader, 400).frame(s, f))))
         patch.setattr(hggd, '_stores', {})
         data = make_batch(synthetic_root, indices=(0,))
@@ -281,7 +302,7 @@ def test_graspclutter6d_frames(gc6d_root):
     (Azure Kinect: 10 000 a metre)."""
     with pytest.MonkeyPatch.context() as patch:
         stores = {}
-        patch.setattr(hggd, 'open_grasp_store', lambda reader, cache_dir: stores.setdefault(
+        patch.setattr(hggd, 'open_grasp_store', lambda reader, *options: stores.setdefault(
             reader.root, RecordStore(reader, 200)))
         patch.setattr(hggd, '_stores', {})
         dataset = GraspNetDataset(gc6d_root, camera='azure-kinect', pipeline=pipeline(), seed=1)

@@ -1,0 +1,94 @@
+"""GraspInferencer and demo/grasp_demo.py run an HGGD checkpoint on an RGB-D image: with a
+dataset frame's id and the intrinsics the test pipeline uses, exactly what tools/test.py dumps
+for the frame; the demo draws its picture and saves the same grasps; the colour image is
+required and checked, a workspace is refused (HGGD sees the whole image)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mmgrasp.apis import GraspInferencer
+from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from mmgrasp.datasets.transforms.hggd import REFERENCE_INTRINSICS
+from mmgrasp.registry import TRANSFORMS
+
+from _test_tool_dump import ENV, REPO, initial_weights_dump
+
+pytestmark = pytest.mark.skipif(
+    'LoadRGBDImage' not in TRANSFORMS.module_dict,
+    reason="LoadRGBDImage (the frame store's RGB-D images) is not on this branch yet")
+
+
+@pytest.fixture(scope='module')
+def hggd_files(synthetic_root, tmp_path_factory):
+    """configs/hggd_demo.py at a 128 x 72 input (the session frames are 320 x 180), its test
+    loader on the session frames, the initial weights (seed 0), and tools/test.py's dump."""
+    tmp = tmp_path_factory.mktemp('hggd_inferencer')
+    return initial_weights_dump(tmp, 'small_hggd.py', f"""
+_base_ = ['{REPO}/configs/hggd_demo.py']
+model = dict(data_preprocessor=dict(input_size=(128, 72)), heat_threshold=0.0)
+test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
+    data_root='{synthetic_root}', split='train', pipeline=[
+        dict(type='LoadRGBDImage'), dict(type='SampleDepthPixels', num_points=1500),
+        dict(type='PackHGGDInputs')]))
+""")
+
+
+def _frame(root, scene, index):
+    reader = GraspNetReader(root, 'realsense')
+    return reader.load_rgb(scene, index), reader.load_depth(scene, index)
+
+
+def test_inferencer_runs_hggd_as_the_test_tool(hggd_files, synthetic_root):
+    config, checkpoint, dump = hggd_files
+    expected = np.load(os.path.join(dump, 'scene_0000', 'realsense', '0001.npy'))
+    assert len(expected) > 0
+    inferencer = GraspInferencer(config, checkpoint, nms=False)
+    rgb, depth = _frame(synthetic_root, 0, 1)
+    k = REFERENCE_INTRINSICS['realsense']  # what PackHGGDInputs gives GraspNet's cameras
+    np.testing.assert_array_equal(inferencer(depth, k, rgb=rgb, frame_id=(0, 'realsense', 1)),
+                                  expected)
+    # the model's NMS already ran: the inferencer's own (default) changes nothing
+    again = GraspInferencer(config, checkpoint)(depth, k, rgb=rgb, frame_id=(0, 'realsense', 1))
+    np.testing.assert_array_equal(again, expected)
+    # without an id: the image's cloud draw, the model's keyed by the place in the call
+    first, _ = inferencer([depth, depth], k, rgb=[rgb, rgb])
+    assert len(first) and np.isfinite(first).all() and first.shape[1] == 17
+    np.testing.assert_array_equal(inferencer(depth, k, rgb=rgb), first)
+
+
+def test_inferencer_checks_the_colour_image(hggd_files, synthetic_root):
+    config, checkpoint, _ = hggd_files
+    inferencer = GraspInferencer(config, checkpoint)
+    rgb, depth = _frame(synthetic_root, 0, 1)
+    k = REFERENCE_INTRINSICS['realsense']
+    with pytest.raises(ValueError, match='needs the colour image'):
+        inferencer(depth, k)
+    with pytest.raises(ValueError, match='whole image'):
+        inferencer(depth, k, rgb=rgb, mask=depth > 0)
+    with pytest.raises(ValueError, match=r'\(180, 320, 3\)'):
+        inferencer(depth, k, rgb=rgb[:-1])
+    with pytest.raises(TypeError, match='uint8'):
+        inferencer(depth, k, rgb=rgb.astype(np.float32))
+
+
+def test_demo_runs_an_hggd_checkpoint(hggd_files, synthetic_root, tmp_path):
+    config, checkpoint, dump = hggd_files
+    out_png, grasps = str(tmp_path / 'hggd.png'), str(tmp_path / 'hggd.npy')
+    out = subprocess.run([sys.executable, 'demo/grasp_demo.py', '--config', config,
+                          '--checkpoint', checkpoint, '--data-root', synthetic_root,
+                          '--scene', '0', '--frame', '1', '--out', out_png,
+                          '--save-grasps', grasps], cwd=REPO, capture_output=True, text=True,
+                         timeout=600, env=ENV)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert os.path.getsize(out_png) > 0
+    np.testing.assert_array_equal(
+        np.load(grasps), np.load(os.path.join(dump, 'scene_0000', 'realsense', '0001.npy')))
+    refused = subprocess.run([sys.executable, 'demo/grasp_demo.py', '--config', config,
+                              '--checkpoint', checkpoint, '--data-root', synthetic_root,
+                              '--scene', '0', '--frame', '1', '--out', out_png,
+                              '--all-readings'], cwd=REPO, capture_output=True, text=True,
+                             timeout=600, env=ENV)
+    assert refused.returncode != 0 and 'sees the whole image' in refused.stderr
