@@ -1,7 +1,8 @@
 """Every shipped recipe, as its config ships (frames from the frame store, the augmentation on
 the device where the recipe takes it), against the reference paths (``source='files'``,
 ``apply='worker'``): the same batch after the data preprocessor and the same training step
-(losses and every gradient), bit for bit, on GraspNet-1Billion and GraspClutter6D frames."""
+(losses and every gradient), bit for bit, on GraspNet-1Billion and GraspClutter6D frames.
+FineGrasp's normals, computed on the device as shipped, are computed in the workers there."""
 import copy
 import os
 
@@ -43,7 +44,7 @@ RECIPES = {  # config: (layout, shrunk network, augmentation as shipped)
     'graspnet_baseline_demo.py': ('graspnet', BASELINE, 'device'),
     'scale_balanced_demo.py': ('graspnet', SCALE_BALANCED, 'device'),
     'economicgrasp_demo.py': ('graspnet', ECONOMIC, 'worker'),
-    'finegrasp_demo.py': ('graspnet', FINEGRASP, 'worker'),
+    'finegrasp_demo.py': ('graspnet', FINEGRASP, 'device'),
     'gsnet_gc6d_demo.py': ('graspclutter6d', GSNET, 'device'),
 }
 
@@ -60,7 +61,7 @@ def shrunk_pipeline(pipeline: list, reference: bool) -> list:
             t.update(min_points=10, min_object_points=20)
         elif t['type'] == 'LoadEconomicLabels':
             t['top_k'] = VIEWS
-        elif t['type'] == 'RandomFlipRotateScene' and reference:
+        elif t['type'] in ('RandomFlipRotateScene', 'EstimateNormals') and reference:
             t['apply'] = 'worker'
     return pipeline
 
