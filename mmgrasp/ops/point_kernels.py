@@ -384,6 +384,6 @@ def knn(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     dist2 = torch.empty(batch, q, k, dtype=query.dtype, device=query.device)
     idx = torch.empty(batch, q, k, dtype=torch.long, device=query.device)
     if batch and q:
-        _launch(_knn_kernel, (batch, triton.cdiv(q, _KNN_BLOCK)), ref.contiguous(),
-                query.contiguous(), dist2, idx, m, q, k, BLOCK=_KNN_BLOCK, SLOTS=slots)
+        launch(_knn_kernel, (batch, triton.cdiv(q, _KNN_BLOCK)), ref.contiguous(),
+               query.contiguous(), dist2, idx, m, q, k, BLOCK=_KNN_BLOCK, SLOTS=slots)
     return dist2[..., :min(k, m)], idx[..., :min(k, m)]
