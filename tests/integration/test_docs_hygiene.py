@@ -34,6 +34,7 @@ _REPO_NAME = r'(?:[\w.-]+/[\w.-]+|[A-Za-z]\w*[a-z][A-Z]\w*|[A-Za-z][\w.-]*[\d_.-
 _NUMBER_REF = re.compile(
     r'(?P<before>\S+\s+)?(?P<ref>\b(?:issues?|PRs?|pull requests?)\s*#?\d+|(?<![\w&/#])#\d+\b)',
     re.IGNORECASE)
+_MAY_REFER = re.compile(r'#\d|issue|\bPRs?\b|pull request', re.IGNORECASE)  # a cheap first pass
 _WORDS = re.compile(
     r'(?<![\w./-])(?:'
     r'sessions?(?![\w/-]|\.\w|[ _]tokens?)'
@@ -55,7 +56,7 @@ def problems(text: str) -> List[Tuple[int, str]]:
     """``(line number, offending text)`` for every hit of the rules in ``text``."""
     found = []
     for number, line in enumerate(text.splitlines(), 1):
-        for hit in _NUMBER_REF.finditer(line):
+        for hit in _NUMBER_REF.finditer(line) if _MAY_REFER.search(line) else ():
             if not _upstream(hit.group('before'), hit.group('ref')):
                 found.append((number, hit.group('ref')))
         found += [(number, hit.group(0)) for hit in _WORDS.finditer(line)]

@@ -28,7 +28,7 @@ SYNTHETIC_PREFIX = 'synthetic, '
 
 def load_yaml(path: str, repo: str = REPO) -> dict:
     with open(os.path.join(repo, path), encoding='utf-8') as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
 
 
 def methods(repo: str = REPO) -> List[Tuple[dict, List[dict]]]:
