@@ -85,3 +85,11 @@ def test_the_table_follows_a_changed_metafile(metafile_copy):
     assert model_zoo.updated(page, moved) != page
     with pytest.raises(ValueError, match='model_zoo.md'):
         model_zoo.updated(page.replace(model_zoo.END, ''), table)
+
+
+def test_the_front_pages_name_every_method():
+    """README.md's and docs/index.md's opening paragraphs name every method of the index."""
+    names = [c['Name'] for c, _ in model_zoo.methods()]
+    for page in ('README.md', os.path.join('docs', 'index.md')):
+        opening = ' '.join(read(page).split('\n\n')[1].split())
+        assert [n for n in names if n not in opening] == [], (page, opening)
