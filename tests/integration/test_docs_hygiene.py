@@ -1,0 +1,114 @@
+"""The documentation speaks of the project alone: no development history, no machine paths.
+
+Checked files: ``README.md``, ``configs/*/README.md`` and ``docs/**/*.md`` (what the site and
+GitHub render), every line, code blocks included (a command is copied as it is written).
+
+Rules (a hit names ``file:line`` and the offending words):
+
+- **Own issue numbers.** ``issue 42``, ``issues #42``, ``PR 7``, ``pull request 7`` and a bare
+  ``#42`` are flagged. An upstream issue of *another* repository stays when the word right
+  before the number (or before ``issue``/``PR``) is the repository's name, written as
+  ``owner/name`` or as an identifier that no plain word is: with an inner capital, a digit,
+  ``-``, ``_`` or ``.`` (``graspnetAPI #42``, ``MinkowskiEngine issue 12``,
+  ``graspnet/graspnetAPI #42``); a link to ``github.com/<owner>/<name>/issues/<n>`` names its
+  repository and is not matched.
+- **Who ran it, when.** The words ``session(s)`` and ``helper(s)`` as standalone words, and
+  ``sitting`` as a noun (after a determiner: ``this sitting``, ``one sitting``; ``sittings``).
+  Identifiers are not words: ``session_token``, ``_hggd_helpers.py``, ``requests.Session`` and
+  ``--session`` pass, as do hyphenated compounds (``session-scoped`` pytest fixtures),
+  ``session token`` (S3) and
+  ``helper function/method/class/module/script`` (code, not a person).
+- **Absolute machine paths.** A path that starts at ``/work/``, ``/tmp/``, ``/root/``,
+  ``/home/``, ``/Users/``, ``/mnt/`` or ``/scratch/`` (not inside a URL or a longer path).
+  Command examples use relative paths (``data/...``, ``work_dirs/...``) or placeholders
+  (``CHECKOUT``, ``$MMGRASP_CACHE``); system tools (``/usr/bin/time``, ``/dev/shm``) pass.
+"""
+import glob
+import os
+import re
+from typing import List, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_REPO_NAME = r'(?:[\w.-]+/[\w.-]+|[A-Za-z]\w*[a-z][A-Z]\w*|[A-Za-z][\w.-]*[\d_.-][\w.-]*)'
+_NUMBER_REF = re.compile(
+    r'(?P<before>\S+\s+)?(?P<ref>\b(?:issues?|PRs?|pull requests?)\s*#?\d+|(?<![\w&/#])#\d+\b)',
+    re.IGNORECASE)
+_MAY_REFER = re.compile(r'#\d|issue|\bPRs?\b|pull request', re.IGNORECASE)  # a cheap first pass
+_WORDS = re.compile(
+    r'(?<![\w./-])(?:'
+    r'sessions?(?![\w/-]|\.\w|[ _]tokens?)'
+    r'|helpers?(?![\w/-]|\.\w| (?:functions?|methods?|class(?:es)?|modules?|scripts?)\b)'
+    r'|sittings'
+    r')(?![\w/])'
+    r'|\b(?:this|that|the|one|a|an|each|every|same|next|previous|earlier|later|another|single)'
+    r'\s+sitting\b', re.IGNORECASE)
+_PATH = re.compile(r'(?<![\w.~$/:-])/(?:work|tmp|root|home|Users|mnt|scratch)/[^\s`\'")]*')
+
+
+def _upstream(before: str, ref: str) -> bool:
+    """Whether ``ref`` is another repository's issue: the word before it names the repository."""
+    word = (before or '').strip().strip('(["\'`*,;:.!?')
+    return bool(word) and re.fullmatch(_REPO_NAME, word) is not None
+
+
+def problems(text: str) -> List[Tuple[int, str]]:
+    """``(line number, offending text)`` for every hit of the rules in ``text``."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for hit in _NUMBER_REF.finditer(line) if _MAY_REFER.search(line) else ():
+            if not _upstream(hit.group('before'), hit.group('ref')):
+                found.append((number, hit.group('ref')))
+        found += [(number, hit.group(0)) for hit in _WORDS.finditer(line)]
+        found += [(number, hit.group(0)) for hit in _PATH.finditer(line)]
+    return found
+
+
+def documentation_files() -> List[str]:
+    paths = ['README.md'] + glob.glob('configs/*/README.md', root_dir=REPO) + \
+        glob.glob('docs/**/*.md', root_dir=REPO, recursive=True)
+    return sorted(p for p in paths if not p.startswith(('docs/_build/', 'docs/model_zoo/')))
+
+
+def test_the_documentation_speaks_of_the_project_alone():
+    hits = []
+    for path in documentation_files():
+        with open(os.path.join(REPO, path), encoding='utf-8') as f:
+            hits += [f'{path}:{line}: {word!r}' for line, word in problems(f.read())]
+    assert not hits, (f'{len(hits)} development-history words or machine paths in the docs '
+                      '(rules: tests/integration/test_docs_hygiene.py):\n' + '\n'.join(hits))
+
+
+def test_the_checker_flags_planted_sentences():
+    bad = [
+        'Measured in issue 42 on the loaded machine.',
+        'See #42 for the discussion.',
+        "an AVX-512 EPYC (issue 42's fresh clone)",
+        'Fixed by PR #7.',
+        'the training did not fit the session on the loaded machine',
+        'Two sessions ran alongside.',
+        'It did not fit the session. Issue 7 has the rest.',
+        'shared with three other helpers\' trainings',
+        'than a helper may take',
+        'measured in this sitting',
+        'python tools/train.py --cfg-options data_root=/tmp/syn_real',
+        '--graspnetapi-python /work/gnapi-venv/bin/python',
+        'cd /home/user/mmgrasp && ls /root/.cache',
+    ]
+    for sentence in bad:
+        assert problems(sentence), sentence
+    good = [
+        'graspnetAPI #42 reports the same off-by-one.',
+        'MinkowskiEngine issue 12 explains the kernel order.',
+        'graspnet/graspnetAPI #42 and https://github.com/open-mmlab/mim/issues/12',
+        'Per-object helper methods read one object: `labels.gather_scores(rows)`.',
+        'a secret key (`secret_access_key`, `session_token`) and the session token',
+        'reuse the session-scoped fixtures of `tests/conftest.py`',
+        '`tests/unit/storage/_hggd_helpers.py` follows the rules',
+        'objects sitting on the table; the 42 frames of scene 7',
+        '/usr/bin/time -v python tools/test.py; MMGRASP_CACHE=$MMGRASP_CACHE data/syn_real',
+        'see [the section](page.md#section-2) and heading anchors',
+        'git clone https://github.com/graspnet/graspnet-baseline CHECKOUT',
+    ]
+    for sentence in good:
+        assert not problems(sentence), (sentence, problems(sentence))
