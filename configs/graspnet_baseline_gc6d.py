@@ -5,3 +5,5 @@ _base_ = [
     './_base_/datasets/graspclutter6d_baseline.py', './_base_/models/graspnet_baseline.py',
     './_base_/schedules/adam_step_18e.py', './_base_/default_runtime.py'
 ]
+# BatchNorm momentum 0.5, halved every 2 epochs, floor 0.001, as graspnet-baseline's train.py sets it
+custom_hooks = [dict(type='ConfigHashHook'), dict(type='BNMomentumHook')]

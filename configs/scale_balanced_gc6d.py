@@ -5,4 +5,6 @@ _base_ = [
     './_base_/datasets/graspclutter6d_baseline.py', './_base_/models/scale_balanced_grasp.py',
     './_base_/schedules/onecycle_18e.py', './_base_/default_runtime.py'
 ]
-custom_hooks = [dict(type='ConfigHashHook'), dict(type='ScaleStatisticHook', num_frames=3200)]
+# BatchNorm momentum 0.5, halved every 2 epochs, floor 0.001, as SBG's train.py sets it
+custom_hooks = [dict(type='ConfigHashHook'), dict(type='ScaleStatisticHook', num_frames=3200),
+                dict(type='BNMomentumHook')]

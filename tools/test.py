@@ -40,10 +40,9 @@ from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.evaluation.graspnet_dump_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
-from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
+from mmgrasp.apis import (SETTING_ERRORS, add_launcher_args, apply_cli_options, apply_launcher,
                           config_num_threads, init_cpu_distributed, leave_distributed,
                           pinned_threads, register_all_modules)
-from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -160,11 +159,11 @@ def main(argv=None) -> dict:
     cfg.resume = False
     init_cpu_distributed(args.launcher)
     with pinned_threads(config_num_threads(cfg, args.config)):  # env_cfg.num_threads
-        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-        runner.register_hook(CheckpointLoadHook(args.checkpoint, partial=False))
         try:
+            runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+            runner.register_hook(CheckpointLoadHook(args.checkpoint, partial=False))
             metrics = runner.test()
-        except CheckpointMismatchError as err:
+        except SETTING_ERRORS as err:
             raise SystemExit(f'error: {err}') from None
     first_process = is_main_process()
     leave_distributed()

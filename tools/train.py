@@ -19,10 +19,9 @@ from mmengine.runner import Runner
 
 from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.registry import RUNNERS
-from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
+from mmgrasp.apis import (SETTING_ERRORS, add_launcher_args, apply_cli_options, apply_launcher,
                           config_num_threads, init_cpu_distributed, leave_distributed,
                           pinned_threads, register_all_modules)
-from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -92,11 +91,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     # the config's torch thread count (env_cfg.num_threads), from the model's first draws on
     with pinned_threads(config_num_threads(cfg, args.config)):
-        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-        runner.register_hook(checkpoint_load_hook(cfg))
         try:
+            runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+            runner.register_hook(checkpoint_load_hook(cfg))
             runner.train()
-        except CheckpointMismatchError as err:
+        except SETTING_ERRORS as err:
             raise SystemExit(f'error: {err}') from None
     leave_distributed()
 

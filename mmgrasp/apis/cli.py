@@ -10,10 +10,18 @@ import torch
 import torch.distributed as dist
 from mmengine.config import Config
 
+from mmgrasp.engine.hooks import ScaleStatisticError
+from mmgrasp.geometry.gripper import GripperMismatchError
 from mmgrasp.storage.secrets import secret_paths
+from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 from .config_check import check_config
 
 LAUNCHERS = ('none', 'pytorch', 'slurm')
+
+#: Refusals of a run's settings found while the Runner builds or runs (a checkpoint that is not
+#: the model's, labels made for another gripper, a width statistic with empty bins): the tools
+#: print them as one line.
+SETTING_ERRORS = (CheckpointMismatchError, GripperMismatchError, ScaleStatisticError)
 
 
 def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict],

@@ -134,15 +134,23 @@ def main_gc6d(args: argparse.Namespace) -> dict:
             if args.require_complete:
                 raise IncompleteEvaluation(f'{cov["label"]} ({cov["details"]})')
             print(f'warning: mmgrasp-eval: {cov["label"]} ({cov["details"]})', file=sys.stderr)
-        missing = missing_dumps(
-            run, lambda s, f: gc6d.dump_path(args.dump, s, reader.camera, reader.image_id(f)),
-            args.missing_dumps, f'GraspClutter6D\'s {args.dump}/%06d/{reader.camera}/%06d.npy '
+        def path_of(scene: int, frame: int) -> str:
+            return gc6d.dump_path(args.dump, scene, reader.camera, reader.image_id(frame))
+
+        missing = missing_dumps(run, path_of, args.missing_dumps,
+                                f'GraspClutter6D\'s {args.dump}/%06d/{reader.camera}/%06d.npy '
                                 f'(scene, image id)')
         accuracy = gc6d.evaluate_dump(args.data_root, args.dump, reader.camera, scenes,
                                       args.nproc, frames=run, missing_dumps=args.missing_dumps)
     except (EvaluationError, FileNotFoundError, IncompleteEvaluation, ValueError) as err:
         sys.exit(f'mmgrasp-eval: {err}')
     figures = gc6d.summarize(accuracy)
+    empty_record = empty_frames_record(empty_dump_frames(args.dump, reader.camera, run, path_of),
+                                       sum(map(len, run.values())))
+    figures['empty_frames'] = empty_record['count']
+    message = empty_frames_message(empty_record, 'mmgrasp-eval')
+    if message:
+        print(f'warning: {message}', file=sys.stderr)
     settings = dict(camera=reader.camera, evaluator=gc6d.EVALUATOR_VERSION)
     _report_missing(missing, settings)
     print()
@@ -150,7 +158,8 @@ def main_gc6d(args: argparse.Namespace) -> dict:
     if args.json:
         write_json(args.json, dict(figures=figures, scenes=scenes, settings=settings,
                                    test_split=cov['complete'], coverage=cov,
-                                   missing_dumps=missing, dump_dir=args.dump))
+                                   missing_dumps=missing, empty_frames=empty_record,
+                                   dump_dir=args.dump))
     return figures
 
 

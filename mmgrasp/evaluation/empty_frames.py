@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from mmengine.logging import MMLogger
@@ -34,14 +34,19 @@ def dump_rows(path: str) -> int:
     return int(grasps.shape[0]) if grasps.size else 0
 
 
-def empty_dump_frames(dump_dir: str, camera: str,
-                      frames: Mapping[int, Iterable[int]]) -> Dict[int, List[int]]:
-    """{scene: frames} of ``frames`` whose dump ``scene_%04d/<camera>/%04d.npy`` holds no
-    grasp. Missing files are not listed: the evaluation names them."""
+def empty_dump_frames(dump_dir: str, camera: str, frames: Mapping[int, Iterable[int]],
+                      path_of: Optional[Callable[[int, int], str]] = None
+                      ) -> Dict[int, List[int]]:
+    """{scene: frames} of ``frames`` whose dump holds no grasp: ``path_of(scene, frame)``,
+    by default GraspNet-1Billion's ``scene_%04d/<camera>/%04d.npy`` under ``dump_dir``. Missing
+    files are not listed: the evaluation names them."""
+    if path_of is None:
+        def path_of(scene: int, frame: int) -> str:
+            return dump_path(dump_dir, scene, camera, frame)
     empty: Dict[int, List[int]] = {}
     for scene, scene_frames in frames.items():
         for frame in scene_frames:
-            path = dump_path(dump_dir, int(scene), camera, int(frame))
+            path = path_of(int(scene), int(frame))
             if os.path.isfile(path) and dump_rows(path) == 0:
                 empty.setdefault(int(scene), []).append(int(frame))
     return {s: sorted(fs) for s, fs in sorted(empty.items())}

@@ -33,15 +33,16 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
 - ``generate_grasp_views(num_views=300)``, ``approach_to_matrix(approach, angle)`` and the
   gripper's ``GRASP_MAX_WIDTH`` / ``GRASP_HEIGHT`` (torch; :mod:`.grasp_frames`)
 - ``Gripper`` (dimensions and label grid), ``GRASPNET_GRIPPER``, ``build_gripper(cfg)``,
-  ``check_same_gripper``, ``read_gripper_file`` (:mod:`.gripper`)
+  ``check_same_gripper`` (``GripperMismatchError``), ``read_gripper_file``,
+  ``parse_gripper_options`` (a command line's ``--gripper KEY=VALUE ...``) (:mod:`.gripper`)
 """
 from .collision import (ModelFreeCollisionDetector, filter_collisions, gripper_collision,
                         gripper_contacts, hggd_collision_free)
 from .contacts import close_jaws
 from .force_closure import (GRASPNET_FRICTION_COEFFICIENTS, antipodal_angles, force_closure,
                             force_closure_min_friction, portable_min_friction)
-from .gripper import (GRASPNET_GRIPPER, Gripper, build_gripper, check_same_gripper,
-                      read_gripper_file)
+from .gripper import (GRASPNET_GRIPPER, Gripper, GripperMismatchError, build_gripper,
+                      check_same_gripper, parse_gripper_options, read_gripper_file)
 from .nms import grasp_nms
 from .grasp_frames import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
@@ -50,7 +51,8 @@ from .sdf import SignedDistanceField, parse_dexnet_sdf, read_dexnet_sdf, write_d
 
 __all__ = [
     'GRASPNET_FRICTION_COEFFICIENTS', 'GRASPNET_GRIPPER', 'GRASP_HEIGHT', 'GRASP_MAX_WIDTH',
-    'Gripper', 'build_gripper', 'check_same_gripper', 'read_gripper_file',
+    'Gripper', 'GripperMismatchError', 'build_gripper', 'check_same_gripper',
+    'parse_gripper_options', 'read_gripper_file',
     'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'antipodal_angles',
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -125,11 +125,17 @@ def build_gripper(cfg: GripperLike = None) -> Gripper:
     return Gripper(**kwargs)
 
 
+class GripperMismatchError(ValueError):
+    """Two parts of one run (labels, model, evaluator) describe different grippers: a setting
+    to fix, so the tools report it in one line rather than a traceback."""
+
+
 def check_same_gripper(first: Gripper, first_where: str, second: Gripper,
                        second_where: Optional[str]) -> None:
-    """Raise ValueError naming both grippers and where each comes from when they differ."""
+    """Raise GripperMismatchError naming both grippers and where each comes from when they
+    differ."""
     if not first.same_as(second):
-        raise ValueError(f'two grippers in one run: {first_where} uses {first.describe()} but '
+        raise GripperMismatchError(f'two grippers in one run: {first_where} uses {first.describe()} but '
                          f'{second_where} uses {second.describe()}; labels, models and the '
                          f'evaluator must share one gripper - set the same gripper in both')
 
@@ -142,3 +148,33 @@ def read_gripper_file(path: str) -> Gripper:
         return build_gripper(data)
     except (OSError, ValueError, TypeError) as err:
         raise ValueError(f'{path}: not a gripper description ({err})') from None
+
+
+def parse_gripper_options(values: Sequence[str], option: str = '--gripper') -> Gripper:
+    """The gripper of a command line's ``KEY=VALUE ...`` words (missing fields GraspNet's) or of
+    one ``gripper.json``; ValueError naming the option, the key and what is wrong otherwise."""
+    if len(values) == 1 and values[0].endswith('.json'):
+        return read_gripper_file(values[0])
+    names = [f.name for f in dataclasses.fields(Gripper)]
+    fields: dict = {}
+    for item in values:
+        key, sep, text = item.partition('=')
+        if not sep:
+            raise ValueError(f'{option} {item!r}: expected KEY=VALUE or one gripper .json file')
+        if key not in names:
+            raise ValueError(f'{option} {item!r}: unknown key {key!r}; accepted: {names}')
+        if key in fields:
+            raise ValueError(f'{option} {item!r}: {key} is given twice')
+        if key == 'name':
+            fields[key] = text
+            continue
+        kind = 'integer' if key in _INTS else 'number of metres'
+        try:
+            fields[key] = int(text) if key in _INTS else float(text)
+        except ValueError:
+            raise ValueError(f'{option} {item!r}: {key} must be a positive {kind}, got '
+                             f'{text!r}') from None
+    try:
+        return build_gripper(fields)
+    except ValueError as err:
+        raise ValueError(f'{option}: {err}') from None

@@ -30,7 +30,7 @@ import time
 
 from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
-from mmgrasp.geometry import build_gripper, read_gripper_file
+from mmgrasp.geometry import parse_gripper_options, read_gripper_file
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -59,19 +59,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def gripper_of(values):
-    if len(values) == 1 and values[0].endswith('.json'):
-        return read_gripper_file(values[0])
-    fields = {}
-    for item in values:
-        key, sep, value = item.partition('=')
-        if not sep:
-            raise ValueError(f'--gripper {item!r}: expected KEY=VALUE or a .json file')
-        fields[key] = value if key == 'name' else (int(value) if key.startswith('num_')
-                                                   else float(value))
-    return build_gripper(fields)
-
-
 def stamp_of(path: str, args, gripper) -> dict:
     st = os.stat(path)
     return dict(mesh=os.path.abspath(path), size=st.st_size, mtime_ns=st.st_mtime_ns,
@@ -83,7 +70,7 @@ def stamp_of(path: str, args, gripper) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        gripper = gripper_of(args.gripper)
+        gripper = parse_gripper_options(args.gripper)
         meshes = find_meshes(args.models)
     except ValueError as err:
         print(f'generate_grasp_labels: {err}', file=sys.stderr)

@@ -14,6 +14,20 @@ from mmgrasp.registry import HOOKS
 _PLAIN = (bool, int, float, str, type(None))
 
 
+class ScaleStatisticError(ValueError):
+    """A width bin of the statistic counts no label point: a setting to change (num_frames or
+    min_count), which the tools report in one line."""
+
+
+def _hook_key(runner) -> str:
+    """The config key of this hook (``custom_hooks.I``) for the message's --cfg-options."""
+    hooks = (getattr(runner, 'cfg', None) or {}).get('custom_hooks') or []
+    for i, hook in enumerate(hooks):
+        if str(hook.get('type', '')).split('.')[-1] == 'ScaleStatisticHook':
+            return f'custom_hooks.{i}'
+    return 'custom_hooks.I'
+
+
 def _plain(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_plain(v) for v in value)
@@ -97,12 +111,15 @@ class ScaleStatisticHook(Hook):
         statistic = statistic[0]
         if self.min_count is not None:
             statistic = dict(statistic, num=[max(n, self.min_count) for n in statistic['num']])
-        try:
-            assigner.set_scale_statistic(statistic)
-        except ValueError as exc:
+        empty = sum(n <= 0 for n in statistic['num'])
+        if empty:
             path = statistic_path(dict(recipe, num_frames=self.num_frames), self.cache_dir)
-            raise ValueError(f'ScaleStatisticHook: {exc}. A width bin is empty in the first '
-                             f'{self.num_frames} samples ({path}): count more frames (or set '
-                             f'min_count for a demo)') from exc
+            raise ScaleStatisticError(
+                f'ScaleStatisticHook: {empty} of {len(statistic["num"])} width bins count no '
+                f'label point in the first {self.num_frames} samples ({path}), and the width '
+                f'weights (1 - ln(count / largest count)) need every bin: count more frames '
+                f'(num_frames) or, on a small or own-object dataset, raise empty bins with '
+                f'min_count=1 (--cfg-options {_hook_key(runner)}.min_count=1)')
+        assigner.set_scale_statistic(statistic)
         print_log(f'ScaleStatisticHook: scale statistic of {sum(statistic["num"])} label '
                   f'points set on the assigner', logger='current')

@@ -93,3 +93,47 @@ def test_coverage_of_a_whole_test_split_is_complete():
     part = gc6d_coverage({3: list(range(13))}, [3, 5])
     assert not part['complete'] and part['label'].startswith('sampled: 13 of 26 frames')
     assert part['details'].endswith('test scenes not run: 5')
+
+
+def test_missing_dumps_scores_every_annotation_as_graspclutter6dapi(gc6d_root, tmp_path):
+    """missing_dumps='zero': all 13 annotations of the test scene from the dump folder, the
+    absent ones 0 (eval_all's figures, the frames the API would average over); 'error' names
+    the first absent file; None scores the frames run only."""
+    from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
+    reader = GraspClutter6DReader(gc6d_root, 'kinect')
+    samples = []
+    for f in range(3):  # a grasp at each instance's origin (what scores in test_cli_gc6d)
+        ids, poses = reader.instances(3, f)
+        rows = np.zeros((len(ids), 17), np.float32)
+        rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3] = 0.9, 0.05, 0.02, 0.02
+        rows[:, 4:13] = np.eye(3).reshape(9)
+        rows[:, 13:16], rows[:, 16] = poses[:, :3, 3], ids + 1
+        samples.append(dict(scene=3, frame=f, camera='azure-kinect',
+                            pred_grasps=torch.from_numpy(rows)))
+    figures = {}
+    for rule in (None, 'zero', 'error'):
+        metric = GraspClutter6DMetric(gc6d_root, camera='kinect', missing_dumps=rule,
+                                      dump_dir=str(tmp_path / str(rule)))
+        metric.process(None, samples)
+        if rule == 'error':
+            with pytest.raises(FileNotFoundError, match=r'000003/azure-kinect/000015\.npy: no '
+                               r'dump for this frame \(10 of 13 frames have none'):
+                metric.compute_metrics(metric.results)
+            continue
+        figures[rule] = metric.compute_metrics(metric.results)
+        with open(tmp_path / str(rule) / 'graspclutter6d_azure-kinect.json') as f:
+            payload = json.load(f)
+        assert payload['test_split'] is (rule == 'zero')
+        assert (payload['missing_dumps'] or {}).get('count') == (10 if rule else None)
+    assert figures[None]['frames'] == 3 and figures['zero']['frames'] == 13
+    assert figures[None]['empty_frames'] == figures['zero']['empty_frames'] == 0
+    three = gc6d.evaluate_dump(gc6d_root, str(tmp_path / 'None'), 'kinect', [3])[3]
+    assert three.shape == (3, 50, 6)
+    assert figures[None]['AP'] == pytest.approx(100.0 * three.mean())
+    # eval_all's figures: the golden-tested scene evaluation over all 13 annotations
+    api = gc6d.summarize(gc6d.evaluate_dump(gc6d_root, str(tmp_path / 'zero'), 'kinect', [3],
+                                            missing_dumps='zero'))
+    assert {k: figures['zero'][k] for k in api} == api
+    assert figures['zero']['AP'] == pytest.approx(100.0 * three.sum() / (13 * three[0].size))
+    with pytest.raises(ValueError, match="missing_dumps='zeros'"):
+        GraspClutter6DMetric(gc6d_root, camera='kinect', missing_dumps='zeros')

@@ -54,7 +54,7 @@ def test_gc6d_missing_dumps_are_named_or_scored_zero(gc6d_root, tmp_path, capsys
     capsys.readouterr()
     out = str(tmp_path / 'ap.json')
     figures = main(common + ['--missing-dumps', 'zero', '--json', out])
-    assert figures == dict(AP=0.0, **{'AP0.4': 0.0, 'AP0.8': 0.0}, frames=2)
+    assert figures == dict(AP=0.0, **{'AP0.4': 0.0, 'AP0.8': 0.0}, frames=2, empty_frames=0)
     with open(out) as f:
         assert json.load(f)['missing_dumps']['count'] == 2
     assert '2 of 2 frames had no dump and scored 0' in capsys.readouterr().out
@@ -62,4 +62,22 @@ def test_gc6d_missing_dumps_are_named_or_scored_zero(gc6d_root, tmp_path, capsys
     reader = _dump(gc6d_root, dump, 'realsense')
     with_dumps = main(common)
     accuracy = gc6d.evaluate_dump(gc6d_root, dump, reader.camera, [3], frames={3: [0, 1]})
-    assert accuracy[3].shape == (2, 50, 6) and with_dumps == gc6d.summarize(accuracy)
+    assert accuracy[3].shape == (2, 50, 6)
+    assert with_dumps == dict(gc6d.summarize(accuracy), empty_frames=0)
+
+
+def test_gc6d_frames_with_an_empty_dump_are_counted_and_named(gc6d_root, tmp_path, capsys):
+    """As on GraspNet-1Billion: a frame whose dump holds no grasp scores 0, and mmgrasp-eval
+    counts it in the figures and the JSON and names it in a warning."""
+    dump = str(tmp_path / 'dump')
+    reader = _dump(gc6d_root, dump, 'realsense')
+    np.save(gc6d.dump_path(dump, 3, reader.camera, reader.image_id(1)),
+            np.zeros((0, 17), np.float32))
+    out = str(tmp_path / 'ap.json')
+    figures = main([gc6d_root, dump, '--camera', 'realsense', '--split', 'test', '--frames',
+                    '0', '1', '--json', out])
+    assert figures['empty_frames'] == 1 and figures['frames'] == 2
+    with open(out) as f:
+        assert json.load(f)['empty_frames']['frame_ids'] == {'3': [1]}
+    assert ('mmgrasp-eval: 1 of 2 frames have no grasp in the dump (scene 3: 1); each scores '
+            'AP 0.') in capsys.readouterr().err

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from mmgrasp.geometry import (GRASP_HEIGHT, GRASP_MAX_WIDTH, GRASPNET_GRIPPER, Gripper,
-                              ModelFreeCollisionDetector, build_gripper, check_same_gripper,
-                              read_gripper_file)
+                              GripperMismatchError, ModelFreeCollisionDetector, build_gripper,
+                              check_same_gripper, parse_gripper_options, read_gripper_file)
 from mmgrasp.evaluation.functional import evaluate_frame
 
 NARROW = dict(max_width=0.08, finger_width=0.015)
@@ -46,7 +46,7 @@ def test_same_gripper_ignores_the_name_and_mismatch_names_both(tmp_path):
     narrow = build_gripper(NARROW)
     assert narrow.same_as(Gripper(name='other', **NARROW))
     check_same_gripper(narrow, 'a', Gripper(name='x', **NARROW), 'b')
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(GripperMismatchError) as err:
         check_same_gripper(narrow, 'model.gripper', GRASPNET_GRIPPER, 'the labels')
     assert 'model.gripper' in str(err.value) and 'the labels' in str(err.value)
     assert 'max_width=0.08' in str(err.value) and 'max_width=0.1' in str(err.value)
@@ -197,3 +197,33 @@ def test_graspnet_baseline_crops_and_decodes_with_its_gripper():
     assert (rows[:, 1] == 0.03).all()
     assert (rows[:, 2] == 0.025).all()
     assert np.isin(np.round(rows[:, 3].double().numpy(), 6), [0.02, 0.04, 0.06]).all()
+
+
+@pytest.mark.parametrize('words, names', [
+    (['max_width=abc'], ("'max_width=abc'", 'max_width must be a positive number', "'abc'")),
+    (['num_views=2.5'], ('num_views must be a positive integer', "'2.5'")),
+    (['num_angles='], ('num_angles must be a positive integer', "''")),
+    (['max_width=-0.08'], ('--gripper', 'max_width=-0.08 must be a positive')),
+    (['max_width=nan'], ('--gripper', 'max_width=nan')),
+    (['num_depths=0'], ('--gripper', 'num_depths=0')),
+    (['finger=0.01'], ("unknown key 'finger'", 'accepted', 'finger_width')),
+    (['max_width'], ("'max_width'", 'expected KEY=VALUE')),
+    (['max_width=0.08', 'max_width=0.09'], ('max_width is given twice', )),
+])
+def test_command_line_gripper_refusals_name_the_key(words, names):
+    with pytest.raises(ValueError) as err:
+        parse_gripper_options(words)
+    message = str(err.value)
+    assert '\n' not in message
+    for name in names:
+        assert name in message, (name, message)
+
+
+def test_command_line_gripper_reads_fields_and_files(tmp_path):
+    g = parse_gripper_options(['max_width=0.08', 'num_views=6', 'name=narrow'])
+    assert (g.max_width, g.num_views, g.name, g.finger_width) == (0.08, 6, 'narrow', 0.01)
+    assert isinstance(g.num_views, int)
+    assert parse_gripper_options([]) == GRASPNET_GRIPPER
+    path = tmp_path / 'gripper.json'
+    path.write_text(g.to_json())
+    assert parse_gripper_options([str(path)]) == g

@@ -15,7 +15,8 @@ from mmengine.registry import init_default_scope
 from torch import nn
 
 import mmgrasp.models.assigners.scale_statistic as scale_statistic_module
-from mmgrasp.engine.hooks.scale_statistic_hook import ScaleStatisticHook, scale_statistic_recipe
+from mmgrasp.engine.hooks.scale_statistic_hook import (ScaleStatisticError, ScaleStatisticHook,
+                                                      scale_statistic_recipe)
 from mmgrasp.models.assigners import ScaleBalancedAssigner, compute_scale_statistic
 from mmgrasp.models.assigners.scale_statistic import statistic_path
 from mmgrasp.models.detectors.graspnet_baseline import GraspNetBaseline, ScaleBalancedGrasp
@@ -384,7 +385,13 @@ def test_scale_statistic_hook_computes_once_then_reads_cache(datasets, statistic
 def test_scale_statistic_hook_reports_empty_bins(datasets):
     model = SimpleNamespace(assigner=ScaleBalancedAssigner(num_views=V))
     runner = _runner(model, datasets[('BL', 'dense')])
-    with pytest.raises(ValueError, match='count more frames'):
+    with pytest.raises(ScaleStatisticError) as err:
+        ScaleStatisticHook(num_frames=1).before_train(runner)
+    assert 'count more frames (num_frames)' in str(err.value) and '\n' not in str(err.value)
+    assert 'min_count=1 (--cfg-options custom_hooks.I.min_count=1)' in str(err.value)
+    runner.cfg = dict(custom_hooks=[dict(type='ConfigHashHook'),
+                                    dict(type='mmgrasp.ScaleStatisticHook', num_frames=1)])
+    with pytest.raises(ScaleStatisticError, match=r'custom_hooks\.1\.min_count=1\)$'):
         ScaleStatisticHook(num_frames=1).before_train(runner)
     ScaleStatisticHook(num_frames=1, min_count=1).before_train(runner)  # a demo's way out
     weights = model.assigner.bin_weights
