@@ -20,8 +20,8 @@ from mmengine.runner import Runner
 from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.registry import RUNNERS
 from mmgrasp.apis import (add_launcher_args, apply_cli_options, apply_launcher,
-                          check_data_roots, config_num_threads, init_cpu_distributed, leave_distributed,
-                          pinned_threads, register_all_modules)
+                          check_data_roots, config_num_threads, init_cpu_distributed,
+                          leave_distributed, pinned_threads, register_all_modules)
 from mmgrasp.utils.checkpoint_keys import CheckpointMismatchError
 
 

@@ -5,6 +5,7 @@ required and checked, a workspace is refused (HGGD sees the whole image)."""
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -92,3 +93,40 @@ def test_demo_runs_an_hggd_checkpoint(hggd_files, synthetic_root, tmp_path):
                               '--all-readings'], cwd=REPO, capture_output=True, text=True,
                              timeout=600, env=ENV)
     assert refused.returncode != 0 and 'sees the whole image' in refused.stderr
+
+
+def test_clip_depth_is_the_reference_demos_clip(hggd_files, synthetic_root):
+    """clip_depth: the image the model sees has its readings beyond the limit set to it (HGGD's
+    demo.py: np.clip(depth, 0, 1000) mm), so no grasp lies beyond it by more than the
+    decode's reach (depth offset ≤ 20 mm, centre offset ≤ 20 mm per axis)."""
+    config, checkpoint, dump = hggd_files
+    inferencer = GraspInferencer(config, checkpoint, nms=False)
+    rgb, depth = _frame(synthetic_root, 0, 1)
+    k = REFERENCE_INTRINSICS['realsense']
+    limit = float(np.percentile(depth[depth > 0], 30)) / 1000
+    frame = dict(rgb=rgb, frame_id=(0, 'realsense', 1))
+    plain = np.load(os.path.join(dump, 'scene_0000', 'realsense', '0001.npy'))  # no clip
+    clipped = inferencer(depth, k, clip_depth=limit, **frame)
+    assert len(clipped) and plain[:, 15].max() > limit + 0.04  # without it: grasps beyond
+    assert clipped[:, 15].max() <= limit + 0.04 + 1e-6
+    by_hand = np.minimum(depth, np.uint16(round(limit * 1000)))
+    np.testing.assert_array_equal(inferencer(by_hand, k, **frame), clipped)
+    with pytest.raises(ValueError, match='clip_depth must be a positive'):
+        inferencer(depth, k, clip_depth=0.0, **frame)
+
+
+def test_a_frame_of_another_camera_warns(hggd_files, synthetic_root):
+    """The config's camera is GraspNet's RealSense: its field of view passes quietly (the
+    session frames are 320 x 180, the intrinsics scaled with them), a Kinect's is named."""
+    config, checkpoint, _ = hggd_files
+    inferencer = GraspInferencer(config, checkpoint)
+    rgb, depth = _frame(synthetic_root, 0, 1)
+    scale = np.diag([0.25, 0.25, 1.0])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter('always')
+        inferencer(depth, scale @ REFERENCE_INTRINSICS['realsense'], rgb=rgb)
+    assert not [w for w in record if 'intrinsics' in str(w.message)]
+    with pytest.warns(UserWarning, match=r"fx 157\.9, fy 157\.8 at 320 x 180 px are not the "
+                      r"config's camera 'realsense' \(fx 231\.8, fy 231\.8 .*GraspNet-1Billion's "
+                      r"'kinect'"):
+        inferencer(depth, scale @ REFERENCE_INTRINSICS['kinect'], rgb=rgb)
