@@ -28,14 +28,14 @@ def test_train_and_test_name_a_missing_data_root(tmp_path, monkeypatch):
     assert 'python tools/data/make_synthetic.py data/synthetic --scenes 4' in text
     assert not (tmp_path / 'work').exists()  # nothing written before the refusal
 
-    hggd = os.path.join(REPO, 'configs', 'hggd_demo.py')
+    hggd, test_tool = os.path.join(REPO, 'configs', 'hggd_demo.py'), _tool('test')
     with pytest.raises(SystemExit) as err:
-        _tool('test').main([hggd, 'epoch_6.pth', '--work-dir', str(tmp_path / 'work')])
+        test_tool.main([hggd, 'epoch_6.pth', '--work-dir', str(tmp_path / 'work')])
     assert '\n' not in str(err.value) and 'test_dataloader.dataset.data_root' in str(err.value)
     # the root given on the command line is the one checked (and named)
     (tmp_path / 'data' / 'synthetic').mkdir(parents=True)
     with pytest.raises(SystemExit) as err:
-        _tool('test').main([hggd, 'epoch_6.pth', '--work-dir', str(tmp_path / 'work'),
-                            '--cfg-options', 'test_evaluator.data_root=elsewhere'])
+        test_tool.main([hggd, 'epoch_6.pth', '--work-dir', str(tmp_path / 'work'),
+                        '--cfg-options', 'test_evaluator.data_root=elsewhere'])
     assert 'data root elsewhere (test_evaluator.data_root)' in str(err.value)
     assert 'put the dataset there' in str(err.value)
