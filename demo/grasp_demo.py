@@ -17,10 +17,11 @@ dataset frame instead: its depth, meta and RGB image, and its workspace by the d
 (the segmentation and the camera's table pose, margin from the config's ``LoadGraspScene``; the
 frame's meta file alone cannot give it: the table pose lives in the scene's camera poses), so
 the grasps are the ones tools/test.py dumps for that frame. The picture
-has the depth image's size: from the camera (``--view camera``) the RGB image or the cloud
+has the depth image's size, plus a strip at its right for the score's legend (so that it covers
+no grasp): from the camera (``--view camera``) the RGB image or the cloud
 coloured by depth, from the side (``--view side``: the cloud turned 45° about the camera's x
 axis, looking along the table) the cloud in its RGB colours or by depth; on it the ``top-k``
-grippers as thin GraspNet outlines coloured by score, with the score's legend. It is rendered
+grippers as thin GraspNet outlines coloured by score. It is rendered
 offscreen with matplotlib's Agg backend (comes with mmengine, needs no display or GL).
 ``--save-grasps`` also writes the (N, 17) GraspGroup array (for a dataset frame exactly what
 tools/test.py dumps for it, after the grasp NMS); ``--cfg-options`` overrides the config (e.g.
@@ -37,7 +38,9 @@ figures of two methods are not on one scale.
 
 An RGB-D model (HGGD: its test pipeline starts with ``LoadRGBDImage``) needs the colour image
 (``--rgb``, or the dataset frame's) and no workspace: it sees the whole image, as its reference
-does. A dataset frame gets the intrinsics and the draws tools/test.py gives it (HGGD's
+does; ``--clip-depth 1.0`` clips the depth as the reference's demo does (readings beyond 1 m
+become 1 m), which flattens a far background. A frame whose intrinsics are not the config's
+camera's is warned about (its field of view, fx / width, more than 5 % off). A dataset frame gets the intrinsics and the draws tools/test.py gives it (HGGD's
 hard-coded intrinsics for GraspNet-1Billion's cameras).
 """
 import argparse
@@ -82,6 +85,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--camera', default=None, help="camera of --scene (default: the "
                         "layout's, realsense)")
     parser.add_argument('--rgb', help='colour image of the same size, drawn instead of depth')
+    parser.add_argument('--clip-depth', type=float, metavar='METRES',
+                        help='RGB-D models: readings beyond it are set to it before the model '
+                        "sees them, as HGGD's reference demo clips at 1.0 m (a depth model takes "
+                        '--mask instead)')
     parser.add_argument('--top-k', type=int, default=20)
     parser.add_argument('--view', choices=('camera', 'side'), default='camera')
     parser.add_argument('--device', default='cpu')
@@ -223,7 +230,11 @@ def main(argv=None) -> int:
     cfg = apply_cli_options(Config.fromfile(args.config), args.config, args.cfg_options, None)
     with_rgb = cfg.test_dataloader.dataset.pipeline[0].get('type') == 'LoadRGBDImage'
     if with_rgb and (args.mask or args.all_readings):
-        raise SystemExit('an RGB-D model sees the whole image: drop --mask / --all-readings')
+        raise SystemExit('an RGB-D model sees the whole image: drop --mask / --all-readings (to '
+                         'keep a far background out: --clip-depth METRES)')
+    if args.clip_depth is not None and not with_rgb:
+        raise SystemExit('--clip-depth is for RGB-D models; a depth model takes a workspace: '
+                         '--mask MASK.png')
     frame_id = None
     if args.scene is not None or args.frame is not None:
         depth, intrinsics, meta_factor, mask, frame_rgb, frame_id = dataset_frame(args, cfg,
@@ -262,7 +273,8 @@ def main(argv=None) -> int:
     out = _output(args.out)
     try:
         inferencer = GraspInferencer(cfg, args.checkpoint, args.device)
-        grasps = (inferencer(depth, intrinsics, factor_depth, rgb=colour, frame_id=frame_id)
+        grasps = (inferencer(depth, intrinsics, factor_depth, rgb=colour, frame_id=frame_id,
+                             clip_depth=args.clip_depth)
                   if with_rgb else
                   inferencer(depth, intrinsics, factor_depth, mask, frame_id=frame_id))
     except CheckpointMismatchError as err:  # tools/test.py's strict-load message

@@ -41,8 +41,8 @@ from mmgrasp.evaluation.graspnet_dump_eval import EVALUATOR_VERSION
 from mmgrasp.evaluation.report import results_table
 from mmgrasp.registry import METRICS, RUNNERS
 from mmgrasp.apis import (SETTING_ERRORS, add_launcher_args, apply_cli_options, apply_launcher,
-                          config_num_threads, init_cpu_distributed, leave_distributed,
-                          pinned_threads, register_all_modules)
+                          check_data_roots, config_num_threads, init_cpu_distributed,
+                          leave_distributed, pinned_threads, register_all_modules)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -126,6 +126,8 @@ def main(argv=None) -> dict:
         cfg.test_dataloader.dataset.frame_stride = args.frame_stride
     if args.frames is not None:
         cfg.test_dataloader.dataset.frames = args.frames
+    check_data_roots(cfg, args.config,
+                     ('test_dataloader', ) + (() if args.dump_only else ('test_evaluator', )))
     dump_dir = args.dump or osp.join(cfg.work_dir, 'dump')
     if not args.overwrite and osp.isdir(dump_dir) and os.listdir(dump_dir):
         raise SystemExit(f'{dump_dir} already holds files (an earlier run\'s dumps?): pick an '

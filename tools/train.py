@@ -20,8 +20,8 @@ from mmengine.runner import Runner
 from mmgrasp.engine.hooks import CheckpointLoadHook
 from mmgrasp.registry import RUNNERS
 from mmgrasp.apis import (SETTING_ERRORS, add_launcher_args, apply_cli_options, apply_launcher,
-                          config_num_threads, init_cpu_distributed, leave_distributed,
-                          pinned_threads, register_all_modules)
+                          check_data_roots, config_num_threads, init_cpu_distributed,
+                          leave_distributed, pinned_threads, register_all_modules)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -87,6 +87,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # mmgrasp's modules and its torch.load allow-list; the Runner sets the default scope
     register_all_modules(False)
     cfg = merge_args(Config.fromfile(args.config), args)
+    check_data_roots(cfg, args.config, ('train_dataloader', ) + (
+        ('val_dataloader', 'val_evaluator') if cfg.get('val_cfg') else ()))
     init_cpu_distributed(args.launcher)
 
     # the config's torch thread count (env_cfg.num_threads), from the model's first draws on

@@ -4,7 +4,7 @@ import os
 import os.path as osp
 import subprocess
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -48,6 +48,34 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
     check_config(cfg, config_path, file_cfg, {k.split('.')[0] for k in cfg_options or {}})
     config_num_threads(cfg, config_path)  # refused now, applied by the tools' pinned_threads
     return cfg
+
+
+#: What writes the demo configs' data root (``data_root = 'data/synthetic'``): the Quick start's
+#: dataset and its graspness, as tools/run_demo.sh writes them.
+DEMO_DATA_COMMAND = ('python tools/data/make_synthetic.py {root} --scenes 4 --frames 4 '
+                     '--objects 10 --points-per-object 300 --cameras realsense && '
+                     'python tools/data/generate_graspness.py {root}')
+
+
+def check_data_roots(cfg: Config, config_path: str, keys: Sequence[str]) -> None:
+    """SystemExit in one line when the data root of a dataloader (or evaluator) in ``keys`` is
+    not a folder: its path, the key, and what writes it (the demo dataset's command for a
+    synthetic root) — before the Runner builds a dataset and fails in a traceback."""
+    for key in keys:
+        section = cfg.get(key) or {}
+        dataset = section.get('dataset', section)
+        for i, part in enumerate(dataset.get('datasets') or [dataset]):
+            root = part.get('data_root')
+            if not isinstance(root, str) or osp.isdir(root):
+                continue
+            where = (f'{key}.dataset.datasets.{i}.data_root' if dataset.get('datasets') else
+                     f'{key}.dataset.data_root' if 'dataset' in section else f'{key}.data_root')
+            fix = (f'write the demo dataset with `{DEMO_DATA_COMMAND.format(root=root)}`'
+                   if 'synthetic' in osp.basename(osp.normpath(root)) else
+                   'put the dataset there (docs/user_guides/dataset_prepare.md)')
+            raise SystemExit(f'{config_path}: data root {root} ({where}) does not exist '
+                             f'(working directory {os.getcwd()}): {fix}, or give another root '
+                             f'with --cfg-options {where}=PATH')
 
 
 def config_num_threads(cfg: Config, config_path: str) -> Optional[int]:

@@ -12,6 +12,7 @@ from mmengine.dataset import pseudo_collate
 from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
 from mmgrasp.datasets.transforms.depth_image import implausible_depth
+from mmgrasp.datasets.transforms.hggd import REFERENCE_INTRINSICS
 from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.registry import MODELS, TRANSFORMS, build_in_scope
 from mmgrasp.storage.frames.store import workspace_image
@@ -132,9 +133,16 @@ class GraspInferencer:
 
     RGB-D models (HGGD: a test pipeline that starts with :class:`LoadRGBDImage`) take the
     colour image too (``rgb=``) and no workspace: HGGD sees the whole image, as its reference
-    does. The frame's intrinsics are used as given; the model's own test-time draws come from
-    (seed, scene, camera, frame) with a ``frame_id`` (as tools/test.py's), else from the
-    image's place in the call.
+    does. What keeps their grasps off a far background is the reference demo's depth clip
+    (``clip_depth``: readings beyond it become it, ``np.clip(depth, 0, 1000)`` mm in
+    HGGD's ``demo.py``). The frame's intrinsics are used as given; the model's own test-time
+    draws come from (seed, scene, camera, frame) with a ``frame_id`` (as tools/test.py's),
+    else from the image's place in the call.
+
+    Camera. A model learns its training camera's view: when a frame's field of view
+    (fx / width, fy / height) differs by more than 5 % from the config's GraspNet-1Billion
+    camera (``test_dataloader.dataset.camera``; RealSense fx 927.17 at 1280 px, Kinect 631.55)
+    the call warns, naming both (GraspClutter6D's cameras are not checked).
 
     The config is checked as tools/train.py checks it (options nothing reads or a class does
     not take, a string where a number goes: SystemExit naming the key), and its
@@ -275,10 +283,34 @@ class GraspInferencer:
             warnings.warn(found[0] + (f' ({len(found)} of {len(depths)} images)'
                                       if len(depths) > 1 else ''))
 
+    def _check_camera(self, ks: List[np.ndarray], depths: List[np.ndarray]) -> None:
+        """Warn once a call when a frame's field of view is not the config's camera's."""
+        dataset = self.cfg.test_dataloader.dataset
+        camera = dataset.get('camera', 'realsense')
+        if dataset.get('layout', 'graspnet') != 'graspnet' or camera not in REFERENCE_INTRINSICS:
+            return
+        view = lambda k, h, w: np.array([k[0, 0] / w, k[1, 1] / h])  # noqa: E731
+        expected = view(REFERENCE_INTRINSICS[camera], 720, 1280)
+        for i, (k, d) in enumerate(zip(ks, depths)):
+            seen = view(k, *d.shape)
+            if np.all(np.abs(seen / expected - 1) <= 0.05):
+                continue
+            like = [name for name, ref in REFERENCE_INTRINSICS.items()
+                    if np.all(np.abs(seen / view(ref, 720, 1280) - 1) <= 0.05)]
+            warnings.warn(
+                f'frame {i}: intrinsics fx {k[0, 0]:.1f}, fy {k[1, 1]:.1f} at {d.shape[1]} x '
+                f'{d.shape[0]} px are not the config\'s camera {camera!r} (fx '
+                f'{expected[0] * d.shape[1]:.1f}, fy {expected[1] * d.shape[0]:.1f} at that '
+                f'size)' + (f'; they are GraspNet-1Billion\'s {like[0]!r}' if like else '') +
+                ': the model learnt that camera\'s view, so its grasps on this frame are off; '
+                'use weights trained on the frame\'s camera (e.g. the *_kinect.py configs for '
+                'a Kinect)')
+            return
+
     def __call__(self, depth: Union[DepthInput, Sequence[DepthInput]], intrinsics,
                  factor_depth: float = 1000.0, mask=None, segmentation=None,
-                 camera_to_table=None, frame_id=None, rgb=None
-                 ) -> Union[np.ndarray, List[np.ndarray]]:
+                 camera_to_table=None, frame_id=None, rgb=None,
+                 clip_depth: Optional[float] = None) -> Union[np.ndarray, List[np.ndarray]]:
         """Grasps of one depth image, (N, 17) float32 GraspGroup rows (score, width, height,
         depth, rotation 3×3, translation, object id −1), best first when ``nms``; or a list of
         those for a list of images (the other arguments then one for all, or a list).
@@ -290,7 +322,9 @@ class GraspInferencer:
         GraspClutter6D's resolved one such as ``'realsense-d435'``) to draw as tools/test.py
         does for it; a list of those (or None) for a list of images. ``rgb``: the colour
         image(s) of an RGB-D model ((H, W, 3) uint8 RGB arrays or image paths), refused by a
-        depth model.
+        depth model. ``clip_depth`` (RGB-D models, metres): readings beyond it are set to it
+        before the model sees the image, as HGGD's reference demo clips at 1 m; a depth model
+        takes a workspace instead.
         """
         single = not isinstance(depth, (list, tuple))
         depths = [read_depth(d) for d in ([depth] if single else depth)]
@@ -313,16 +347,27 @@ class GraspInferencer:
                 'this model reads depth only; rgb= has no consumer'))
         rgbs = [None if c is None else read_rgb(c, d.shape, i)
                 for i, (c, d) in enumerate(zip(per_frame(rgb, 'colour images'), depths))]
+        if clip_depth is not None and not self.with_rgb:
+            raise ValueError('GraspInferencer: clip_depth is for RGB-D models (their reference '
+                             'clips the image); a depth model takes a workspace: mask=')
         if self.with_rgb:  # the whole image, as the reference
             if any(v is not None for v in (mask, segmentation, camera_to_table)):
                 raise ValueError('GraspInferencer: an RGB-D model sees the whole image; mask=, '
-                                 'segmentation= and camera_to_table= have no consumer')
+                                 'segmentation= and camera_to_table= have no consumer (to '
+                                 'drop a far background: clip_depth=)')
+            if clip_depth is not None:
+                if not np.isfinite(clip_depth) or clip_depth <= 0:
+                    raise ValueError(f'clip_depth must be a positive number of metres, got '
+                                     f'{clip_depth}')
+                limit = min(round(clip_depth * factor_depth), np.iinfo(np.uint16).max)
+                depths = [np.minimum(image, np.uint16(limit)) for image in depths]
             masks = [image > 0 for image in depths]
         else:
             masks = [self._workspace(i, *frame) for i, frame in enumerate(zip(
                 depths, ks, [factor_depth] * len(depths), per_frame(mask, 'masks'),
                 per_frame(segmentation, 'segmentations'), per_frame(camera_to_table, 'poses')))]
         self._check_depth_scale(depth if not single else [depth], depths, masks, factor_depth)
+        self._check_camera(ks, depths)
         frame_ids = per_frame(frame_id, 'frame ids')
         grasps = []
         for start in range(0, len(depths), self.batch_size):

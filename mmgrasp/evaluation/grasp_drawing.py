@@ -21,12 +21,20 @@ from matplotlib import colormaps  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
 
 # graspnetAPI's gripper (plot_gripper_pro_max layout) with the collision detector's sizes.
 DEPTH_BASE = 0.02
 TAIL_LENGTH = 0.04
 SCORE_CMAP = 'RdYlGn'  # low scores red, high green (graspnetAPI colours grasps by score too)
+BAR_STRIP = 90  # px (× scale) to the right of the image for each colour bar
+LEGEND_STRIP = 150  # px (× scale) for a legend of named colours
+
+
+def legend_strip(grasps: bool, colorbar: bool, legend: bool) -> int:
+    """Width in px (at scale 1) of the strip :func:`draw_scene` adds to the right of the image
+    for its legends: a score bar when ``grasps`` are coloured by score, a colour bar for
+    points, a named legend. Legends sit there so that none covers a grasp or a point."""
+    return BAR_STRIP * (int(grasps) + int(colorbar)) + LEGEND_STRIP * int(legend)
 
 
 def project(points: np.ndarray, intrinsics: np.ndarray) -> np.ndarray:
@@ -101,18 +109,30 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
                grasp_colours: Optional[np.ndarray] = None,
                legend: Optional[Sequence[Tuple[str, tuple]]] = None,
                score_label: str = 'grasp score') -> None:
-    """Write a PNG of the image's size times ``scale``: the image, then ``points`` (camera
-    frame) coloured by ``point_values`` (or RGB ``point_colours``), ``markers`` (camera frame,
-    black rings), and the grippers of ``grasps`` (GraspGroup rows) as thin outlines coloured by
-    score (``score_range``, default the drawn scores' range) with a legend titled
-    ``score_label`` (what the method's score is: the detectors' ``score_label``), the
-    best drawn last (on top). ``grasp_colours`` ((N, 3) RGB in [0, 1], one per grasp, drawn
-    in the given order) colours the grippers instead, with ``legend`` ((name, colour) pairs)
-    in place of the score bar."""
+    """Write a PNG of the image's size times ``scale``, widened by a strip at its right for
+    the legends (:func:`legend_strip`; none when nothing needs one), so that no legend covers
+    the scene: the image, then ``points`` (camera frame) coloured by ``point_values`` (or RGB
+    ``point_colours``), ``markers`` (camera frame, black rings), and the grippers of
+    ``grasps`` (GraspGroup rows) as thin outlines coloured by score (``score_range``, default
+    the drawn scores' range) with a legend titled ``score_label`` (what the method's score
+    is: the detectors' ``score_label``), the best drawn last (on top). ``grasp_colours``
+    ((N, 3) RGB in [0, 1], one per grasp, drawn in the given order) colours the grippers
+    instead, with ``legend`` ((name, colour) pairs) in place of the score bar."""
     height, width = image.shape[:2]
     dpi = 100 * scale
-    fig = plt.figure(figsize=(width / 100, height / 100), dpi=dpi)
-    ax = fig.add_axes((0, 0, 1, 1))
+    score_bar = grasps is not None and len(grasps) > 0 and grasp_colours is None
+    point_bar = bool(colorbar_label) and points is not None and len(points) > 0 and \
+        point_colours is None
+    total = width + legend_strip(score_bar, point_bar, bool(legend))
+    fig = plt.figure(figsize=(total / 100, height / 100), dpi=dpi)
+    ax = fig.add_axes((0, 0, width / total, 1))
+    bars = []  # the strip's colour bars, left to right
+
+    def bar_axes():
+        left = width + BAR_STRIP * len(bars) + 8
+        bars.append(fig.add_axes((left / total, 0.1, 10 / total, 0.8)))
+        return bars[-1]
+
     ax.imshow(image, extent=(-0.5, width - 0.5, height - 0.5, -0.5), interpolation='nearest')
     if points is not None and len(points):
         uv = project(points, intrinsics)
@@ -123,10 +143,10 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
         else:
             sc = ax.scatter(uv[:, 0], uv[:, 1], c=point_values, cmap=point_cmap, s=point_size,
                             linewidths=0, vmin=0, vmax=max(float(np.max(point_values)), 1e-6))
-            if colorbar_label:
-                bar = fig.colorbar(sc, ax=ax, fraction=0.03, pad=0.01)
-                bar.set_label(colorbar_label)
-                ax.set_position((0, 0, 1, 1))
+            if point_bar:
+                bar = fig.colorbar(sc, cax=bar_axes())
+                bar.set_label(colorbar_label, fontsize=7)
+                bar.ax.tick_params(labelsize=6)
     if markers is not None and len(markers):
         uv = project(markers, intrinsics)
         ax.scatter(uv[:, 0], uv[:, 1], s=14, facecolors='none', edgecolors='black',
@@ -138,7 +158,7 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
                                                            np.stack([base[n], uv[n, 5]]))]
         ax.add_collection(LineCollection(lines, colors=np.repeat(grasp_colours, 2, axis=0),
                                          linewidths=1.0))
-    elif grasps is not None and len(grasps):
+    elif score_bar:
         grasps = np.asarray(grasps)[np.argsort(np.asarray(grasps)[:, 0], kind='stable')]
         lo, hi = score_range or (float(grasps[:, 0].min()), float(grasps[:, 0].max()))
         norm = Normalize(lo, hi if hi > lo else lo + 1e-6)
@@ -150,18 +170,13 @@ def draw_scene(image: np.ndarray, out: str, intrinsics: Optional[np.ndarray] = N
             lines += [uv[n, :4], np.stack([base[n], uv[n, 5]])]
             line_colours += [colours[n]] * 2
         ax.add_collection(LineCollection(lines, colors=line_colours, linewidths=1.0))
-        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=SCORE_CMAP), ax=ax,
-                           fraction=0.03, pad=0.01)
+        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=SCORE_CMAP), cax=bar_axes())
         bar.set_label(score_label, fontsize=7)
         bar.ax.tick_params(labelsize=6)
-        bar.ax.set_position((0.86, 0.1, 0.015, 0.8))
-        bar.ax.set_zorder(2)  # over a white panel that keeps its labels readable on any image
-        fig.patches.append(Rectangle((0.845, 0.08), 0.085, 0.84, transform=fig.transFigure,
-                                     facecolor='white', alpha=0.85, linewidth=0, zorder=1))
-        ax.set_position((0, 0, 1, 1))
     if legend:
-        ax.legend(handles=[Line2D([], [], color=c, label=name) for name, c in legend],
-                  loc='lower right', fontsize=7, framealpha=0.85)
+        fig.legend(handles=[Line2D([], [], color=c, label=name) for name, c in legend],
+                   loc='center left', bbox_to_anchor=((width + BAR_STRIP * len(bars) + 4) / total,
+                                                      0.5), fontsize=7, frameon=False)
     if title:
         ax.text(4, 4, title, va='top', fontsize=8, color='black',
                 bbox=dict(facecolor='white', alpha=0.8, linewidth=0))

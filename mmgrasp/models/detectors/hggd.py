@@ -54,6 +54,11 @@ class HGGD(GraspDetector):
         top_k: anchors kept per region at test (10); max_gamma: limit of abs(γ) at test (degrees).
         seed: seed of the model's draws (regions); training draws come from (seed, epoch,
             sample index), test draws from (seed, scene, camera, frame).
+        center_order: 'grasp' keeps each lifted centre with its own 2-D grasp; 'reference'
+            pairs them as the reference code does after a zero-depth centre (its lifted rows
+            hold the read centres first, the fixed-up ones last, while the 2-D grasps keep
+            their order), to reproduce the published checkpoints' figures
+            (:func:`lift_centers`).
     """
 
     def __init__(self, anchor_net: Optional[dict] = None, local_net: Optional[dict] = None,
@@ -61,7 +66,8 @@ class HGGD(GraspDetector):
                  test_centers: int = 48, heat_threshold: float = 0.01, group_points: int = 512,
                  min_points: int = 32, jitter: float = 5e-4, knn: int = 8, sigma: float = 10.0,
                  anchor_width: float = 50.0, anchor_depth: float = 20.0, top_k: int = 10,
-                 max_gamma: float = 60.0, seed: int = 0, data_preprocessor: Optional[dict] = None,
+                 max_gamma: float = 60.0, seed: int = 0, center_order: str = 'grasp',
+                 data_preprocessor: Optional[dict] = None,
                  init_cfg: Optional[dict] = None, test_cfg: Optional[dict] = None,
                  point_ops: str = 'auto'):
         super().__init__(data_preprocessor, init_cfg, None, point_ops)
@@ -77,6 +83,10 @@ class HGGD(GraspDetector):
                                                                      jitter, knn)
         self.anchor_width, self.anchor_depth = anchor_width, anchor_depth
         self.top_k, self.max_gamma, self.seed = top_k, math.radians(max_gamma), seed
+        if center_order not in ('grasp', 'reference'):
+            raise ValueError(f"HGGD: center_order must be 'grasp' or 'reference', got "
+                             f'{center_order!r}')
+        self.center_order = center_order
         unknown = sorted(set(test_cfg or {}) - set(HGGD_TEST_CFG))
         if unknown:
             raise ValueError(f'HGGD: unknown test_cfg keys {unknown}; known: '
@@ -119,7 +129,8 @@ class HGGD(GraspDetector):
             if len(centers) == 0:
                 return None
             intrinsics = inputs['intrinsics'].double()
-            lifted = lift_centers(centers, inputs['depths'], intrinsics, heat_size)
+            lifted = lift_centers(centers, inputs['depths'], intrinsics, heat_size,
+                                  reference_order=self.center_order == 'reference')
             scale = inputs['depths'].shape[1] // heat_size[0]
             radius = ball_radius(centers, lifted[:, 2], intrinsics, scale)
         with self.timer('grouper'):

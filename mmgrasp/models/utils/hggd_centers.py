@@ -166,14 +166,17 @@ def select_centers(maps: Dict[str, Tensor], num_centers: int, threshold: float,
 
 
 def lift_centers(centers: Centers, depths: Tensor, intrinsics: Tensor, heat_size: tuple,
-                 window: int = 4) -> Tensor:
+                 window: int = 4, reference_order: bool = False) -> Tensor:
     """``center2dtopc``: (C, 3) float64 camera-frame centres. The heatmap pixel scaled to the
     depth image, z = (raw depth + depth offset) / 1000, x = z / fx · (u − cx), y likewise.
     Where the raw depth is 0: the (lower) median of the positive depths in the window
     [u − 4, u + 4) × [v − 4, v + 4) (clipped to [0, size − 1)) plus the offset, or, with none,
     the mean of the whole depth image (no offset). The reference appends those fixed-up
     centres after the others while its 2-D grasps keep their order (pairing centres with other
-    grasps' widths and angles); here every centre stays in its grasp's place."""
+    grasps' widths and angles); here every centre stays in its grasp's place, unless
+    ``reference_order``: then, per frame, the rows are the centres whose depth was read (in
+    grasp order) followed by the fixed-up ones (in grasp order), as the reference's tensor is,
+    and row k goes with 2-D grasp k (its region radius, decode and grasp)."""
     B, X, Y = depths.shape
     scale_x, scale_y = X // heat_size[0], Y // heat_size[1]
     u, v = centers.x * scale_x, centers.y * scale_y
@@ -202,7 +205,10 @@ def lift_centers(centers: Centers, depths: Tensor, intrinsics: Tensor, heat_size
     xyz_fallback = torch.stack([(fallback / fx.float() * (u - cx).float()),
                                 (fallback / fy.float() * (v - cy).float()), fallback], 1)
     empty = (raw == 0) & (count == 0)
-    return torch.where(empty[:, None], xyz_fallback.double(), xyz)
+    xyz = torch.where(empty[:, None], xyz_fallback.double(), xyz)
+    if reference_order:  # frame-major centres: a stable sort on (frame, fixed-up) per frame
+        xyz = xyz[torch.sort(frame * 2 + (raw == 0).long(), stable=True).indices]
+    return xyz
 
 
 def ball_radius(centers: Centers, z: Tensor, intrinsics: Tensor, scale: int) -> Tensor:

@@ -63,6 +63,10 @@ def test_a_colour_image_is_not_a_mask(frame, small_gsnet_files, tmp_path):
                                          r'holds two'):
         _run(small_gsnet_files, tmp_path, paths['depth'], '--intrinsics', paths['k'], '--mask',
              grey)
+    with pytest.raises(SystemExit, match='--clip-depth is for RGB-D models; a depth model '
+                                         'takes a workspace: --mask'):
+        _run(small_gsnet_files, tmp_path, paths['depth'], '--intrinsics', paths['k'], '--mask',
+             paths['mask'], '--clip-depth', '1.0')
     # the same mask saved with three equal channels is a mask
     three = str(tmp_path / 'mask3.png')
     cv2.imwrite(three, np.repeat(cv2.imread(paths['mask'], cv2.IMREAD_UNCHANGED)[..., None], 3, 2))

@@ -174,6 +174,8 @@ def test_inferencer_names_bad_input(setup):
         inferencer(np.zeros_like(depth), k, mask=everything)
     with pytest.raises(FileNotFoundError, match='missing.png'):
         inferencer('missing.png', k)
+    with pytest.raises(ValueError, match='clip_depth is for RGB-D models'):
+        inferencer(depth, k, mask=everything, clip_depth=1.0)
 
 
 def test_grasp_demo_reproduces_the_dump_of_a_dataset_frame(setup, synthetic_root, tmp_path):

@@ -159,6 +159,24 @@ def test_every_option_changes_the_predictions(batch, option, value):
     assert any(x.shape != y.shape or not torch.equal(x, y) for x, y in zip(a, b)), option
 
 
+def test_center_order_reference_is_consumed(batch):
+    """center_order='reference' changes the predictions of frames with zero-depth centres
+    (every other depth row blanked: centres on both kinds); an unknown order is refused."""
+    inputs, samples = batch
+    inputs = dict(inputs, depths=inputs['depths'].clone())
+    inputs['depths'][:, ::4] = 0  # depth pixel 2u: zero for even u, read for odd u
+    torch.manual_seed(0)
+    base = small_hggd(test_cfg=dict(collision=False)).eval()
+    reference = small_hggd(test_cfg=dict(collision=False), center_order='reference').eval()
+    reference.load_state_dict(base.state_dict())
+    with torch.no_grad():
+        a = [r.pred_grasps for r in base.predict(inputs, samples)]
+        b = [r.pred_grasps for r in reference.predict(inputs, samples)]
+    assert any(x.shape != y.shape or not torch.equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="center_order must be 'grasp' or 'reference'"):
+        small_hggd(center_order='sorted')
+
+
 def test_train_centers_and_the_inputs_it_needs(batch):
     inputs, samples = batch
     torch.manual_seed(0)

@@ -171,6 +171,41 @@ def test_lifting_equals_the_reference_in_grasp_order():
     np.testing.assert_allclose(radius.numpy(), g['ball_widths'], rtol=1e-7)
 
 
+def test_reference_order_reproduces_the_reference_rows():
+    """center_order='reference': the rows the reference's center2dtopc returns (its golden),
+    row for row, and the ball radii it computes from them."""
+    g = golden('lift')
+    centers = golden_centers(g)
+    xyz = lift_centers(centers, golden_depth()[None], REALSENSE[None], (640, 360),
+                       reference_order=True)
+    np.testing.assert_array_equal(xyz.numpy(), g['lifted'])
+    radius = ball_radius(centers, xyz[:, 2], REALSENSE[None], 2)
+    np.testing.assert_allclose(radius.numpy(), g['ball_widths'], rtol=1e-7)
+
+
+def test_reference_order_per_frame():
+    """Two frames (the rule holds per frame, ``center2dtopc``'s loop over the batch): frame 0's
+    centre 1 and frame 1's centres 3 and 4 fall on zero depth. The reference's tensor per frame
+    is [read centres..., fixed-up centres...]; row k stays with 2-D grasp k, so the rows are
+    the grasp-order rows taken in the order written out here by hand."""
+    depth = torch.full((2, 64, 48), 700.0, dtype=torch.float64)
+    depth += torch.arange(64, dtype=torch.float64)[None, :, None]  # distinct rows
+    depth[0, 10:12, 10:12] = 0  # frame 0, centre 1 at heat (5, 5) -> depth (10, 10)
+    depth[1, 20:22, 4:6] = 0  # frame 1, centres 3 and 4
+    depth[1, 30:32, 30:32] = 0
+    t = torch.tensor
+    centers = Centers(frame=t([0, 0, 0, 1, 1, 1]), x=t([2, 5, 20, 10, 15, 3]),
+                      y=t([3, 5, 9, 2, 15, 20]), theta=torch.zeros(6, dtype=torch.float64),
+                      depth_offset=t([1., 2., 3., 4., 5., 6.], dtype=torch.float64),
+                      width=torch.full((6, ), 10., dtype=torch.float64), score=torch.zeros(6),
+                      host_frame=np.array([0, 0, 0, 1, 1, 1]))
+    k = REALSENSE[None].expand(2, 3, 3)
+    own = lift_centers(centers, depth, k, (32, 24)).numpy()
+    ref = lift_centers(centers, depth, k, (32, 24), reference_order=True).numpy()
+    np.testing.assert_array_equal(ref, own[[0, 2, 1, 5, 3, 4]])
+    assert not np.array_equal(ref, own)
+
+
 def test_lifting_rules_in_numpy():
     depth = golden_depth()
     g = golden('lift')
