@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mmgrasp.evaluation import graspnet_dump_eval, scene_models
+from mmgrasp.evaluation.functional import evaluate_frame, evaluate_frames
 from mmgrasp.evaluation.graspnet_dump_eval import (FRAME_BATCH, EvaluationError, auto_nproc,
                                                    evaluate_dump, read_annotation, summarize,
                                                    work_units)
@@ -272,3 +273,20 @@ def test_metric_dumps_and_evaluates(scene):
     assert os.path.isfile(os.path.join(dump, 'scene_0100/realsense/0001.npy'))
     with pytest.raises(ValueError, match='camera'):
         metric.process({}, [dict(samples[0], camera='kinect')])
+
+
+def test_frames_in_one_batch_equal_frames_alone(scene):
+    """evaluate_frames (one force-closure pass for every object of every frame) gives each
+    frame's evaluate_frame result, whatever the frames around it."""
+    root, dump, centres = scene
+    write_dump(dump, 100, 0, rows_for(centres))
+    write_dump(dump, 100, 1, [top_down_grasp(0.7, centres[1], dy=0.004), rows_for(centres)[0]])
+    inputs = graspnet_dump_eval.SceneInputs(root, 'realsense', 100)
+    frames = [inputs.frame(dump, f) for f in (0, 1, 0)]
+    batch = evaluate_frames(frames)
+    for got, args in zip(batch, frames):
+        want = evaluate_frame(*args)
+        assert sorted(got) == sorted(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert (batch[0]['scores'] > 0).any() and (batch[1]['scores'] > 0).any()
