@@ -152,8 +152,8 @@ def evaluate_scene(root: str, dump_dir: str, camera: str, scene: int, frames: Se
     step for step, :data:`FRAME_BATCH` frames at a time (:func:`evaluate_frames`: each frame's
     selection and collision test, ``on_frame`` before each, then one force-closure pass for
     the batch, timed with its last frame). ``on_result(scene, frame, result)`` sees each
-    frame's whole :func:`evaluate_frame` result (the diagnostics read it). A frame without a dump file is
-    an error (graspnetAPI's), or scores 0 with ``missing_dumps='zero'``
+    frame's whole :func:`evaluate_frame` result (the diagnostics read it). A frame without a
+    dump file is an error (graspnetAPI's), or scores 0 with ``missing_dumps='zero'``
     (:data:`~.coverage.MISSING_DUMPS`).
 
     Raises EvaluationError naming the scene and frame when one fails.
