@@ -27,8 +27,9 @@ from .coverage import (MISSING_DUMPS, IncompleteEvaluation, check_coverage, cove
                        missing_dumps, split_names)
 from .empty_frames import (empty_dump_frames, empty_frame_figures, empty_frames_message,
                            empty_frames_record)
-from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, dump_path, evaluate_dump,
-                                 evaluate_sizes, scene_frames, summarize, write_json)
+from .graspnet_dump_eval import (EVALUATOR_VERSION, EvaluationError, auto_nproc, dump_path,
+                                 evaluate_dump, evaluate_sizes, scene_frames, summarize,
+                                 write_json)
 from .report import results_table
 
 SPLIT_CHOICES = ('seen', 'similar', 'novel', 'all', 'test')
@@ -61,7 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="also the AP by grasp width (Scale-Balanced-Grasp's evaluate_scale.py)")
     p.add_argument('--diagnose', metavar='DIR',
                    help='write per-grasp CSVs, per-scene/object tables, plots and PLY scenes')
-    p.add_argument('--nproc', type=int, default=1, help='evaluation processes')
+    p.add_argument('--nproc', type=int,
+                   help='evaluation processes (default: one per core, at most one per 16 '
+                        'frames)')
     p.add_argument('--frame-timeout', type=float, default=600.0,
                    help='seconds one frame may take before the run stops with an error')
     p.add_argument('--json', help='write the figures here')
@@ -140,8 +143,9 @@ def main_gc6d(args: argparse.Namespace) -> dict:
         missing = missing_dumps(run, path_of, args.missing_dumps,
                                 f'GraspClutter6D\'s {args.dump}/%06d/{reader.camera}/%06d.npy '
                                 f'(scene, image id)')
+        nproc = auto_nproc(sum(map(len, run.values()))) if args.nproc is None else args.nproc
         accuracy = gc6d.evaluate_dump(args.data_root, args.dump, reader.camera, scenes,
-                                      args.nproc, frames=run, missing_dumps=args.missing_dumps)
+                                      nproc, frames=run, missing_dumps=args.missing_dumps)
     except (EvaluationError, FileNotFoundError, IncompleteEvaluation, ValueError) as err:
         sys.exit(f'mmgrasp-eval: {err}')
     figures = gc6d.summarize(accuracy)

@@ -18,10 +18,11 @@ Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.
   collision_thresh)``; ``filter_collisions(grasps, cloud, voxel_size=0.01,
   approach_dist=0.05, collision_thresh=0.01)``; ``hggd_collision_free(grasps, cloud)`` (HGGD's
   test-time detector)
-- ``SignedDistanceField(data, origin, resolution)``, ``read_dexnet_sdf(path)``,
+- ``SignedDistanceField(data, origin, resolution)``, ``SignedDistanceFields(fields)`` (several
+  queried in one pass, each query naming its field), ``read_dexnet_sdf(path)``,
   ``parse_dexnet_sdf(path) -> (data, origin, resolution)``,
   ``write_dexnet_sdf(path, data, origin, resolution)``
-- ``close_jaws(sdf, centers, axes, widths) -> (found, points (K,2,3), normals (K,2,3))``
+- ``close_jaws(sdf, centers, axes, widths[, field]) -> (found, points (K,2,3), normals (K,2,3))``
 - ``antipodal_angles(c1, n1, c2, n2)``, ``force_closure(c1, n1, c2, n2, mu)``,
   ``force_closure_min_friction(c1, n1, c2, n2, coefficients=(1.2, ..., 0.2)) -> mu or -1``;
   ``portable_min_friction`` (the same verdicts with the same bits on every CPU)
@@ -47,13 +48,15 @@ from .nms import grasp_nms
 from .grasp_frames import GRASP_HEIGHT, GRASP_MAX_WIDTH, approach_to_matrix, generate_grasp_views
 from .points import (PosedTable, nearest_indices, quaternion_to_graspnet_pose, table_points,
                      transform_points, voxel_downsample)
-from .sdf import SignedDistanceField, parse_dexnet_sdf, read_dexnet_sdf, write_dexnet_sdf
+from .sdf import (SignedDistanceField, SignedDistanceFields, parse_dexnet_sdf, read_dexnet_sdf,
+                  write_dexnet_sdf)
 
 __all__ = [
     'GRASPNET_FRICTION_COEFFICIENTS', 'GRASPNET_GRIPPER', 'GRASP_HEIGHT', 'GRASP_MAX_WIDTH',
     'Gripper', 'GripperMismatchError', 'build_gripper', 'check_same_gripper',
     'parse_gripper_options', 'read_gripper_file',
-    'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'antipodal_angles',
+    'ModelFreeCollisionDetector', 'PosedTable', 'SignedDistanceField', 'SignedDistanceFields',
+    'antipodal_angles',
     'approach_to_matrix', 'close_jaws', 'filter_collisions', 'force_closure',
     'force_closure_min_friction', 'generate_grasp_views', 'gripper_collision',
     'gripper_contacts', 'grasp_nms', 'hggd_collision_free', 'nearest_indices',

@@ -21,8 +21,12 @@ def _points_in_gripper(points: np.ndarray, translations: np.ndarray,
     """(G, P, 3): the points in each grasp's frame, (p - t) @ R, summed in a fixed order so that
     the bits do not depend on the CPU's BLAS (:mod:`.portable`); column by column, as fast."""
     d = [points[None, :, k] - translations[:, k, None] for k in range(3)]
-    return np.stack([d[0] * rotations[:, 0, j, None] + d[1] * rotations[:, 1, j, None]
-                     + d[2] * rotations[:, 2, j, None] for j in range(3)], axis=-1)
+    return np.stack([_column(d, rotations[:, :, j, None]) for j in range(3)], axis=-1)
+
+
+def _column(d: list, r: np.ndarray) -> np.ndarray:
+    """One coordinate of (p - t) @ R from the differences ``d`` (x, y, z) and R's column."""
+    return d[0] * r[:, 0] + d[1] * r[:, 1] + d[2] * r[:, 2]
 
 
 def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,
@@ -55,12 +59,14 @@ def gripper_contacts(grasps: np.ndarray, points: np.ndarray, height: float = 0.0
     empty = np.zeros(g, dtype=bool)
     for s in range(0, g, chunk):
         part = grasps[s:s + chunk]
-        target = _points_in_gripper(points, part[:, GRASP_TRANSLATION],
-                                    part[:, GRASP_ROTATION].reshape(-1, 3, 3))
-        z = target[..., 2]
-        # every region lies in the jaws' height band: test the rest on its points only
+        t, rot = part[:, GRASP_TRANSLATION], part[:, GRASP_ROTATION].reshape(-1, 3, 3)
+        d = [points[None, :, k] - t[:, k, None] for k in range(3)]
+        z = _column(d, rot[:, :, 2, None])
+        # every region lies in the jaws' height band: x and y of its points only, the same
+        # sums as _points_in_gripper's
         grasp, point = np.nonzero((z > -height / 2) & (z < height / 2))
-        x, y = target[grasp, point, 0], target[grasp, point, 1]
+        band = [c[grasp, point] for c in d]
+        x, y = (_column(band, rot[grasp, :, j]) for j in (0, 1))
         depths = part[:, 3][grasp]
         half = (part[:, 1] / 2)[grasp]
         mask2 = (x > -depth_base) & (x < depths)

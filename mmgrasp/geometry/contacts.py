@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .sdf import SignedDistanceField
+from .sdf import SignedDistanceField, SignedDistanceFields
 
 
 def _quadratic_zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
@@ -61,18 +61,20 @@ def _quadratic_zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
     return x1 + t_zc[:, None] * v, ok
 
 
-def _find_contacts(sdf: SignedDistanceField, lines: np.ndarray, counts: np.ndarray):
+def _find_contacts(sdf: SignedDistanceFields, field: np.ndarray, lines: np.ndarray,
+                   counts: np.ndarray):
     """First accepted surface crossing along each line of action (grid coordinates).
 
-    lines: (K, S, 3) padded; counts: (K,) samples used per line (>= 3).
-    Returns (found (K,), zero crossing in grid coordinates (K, 3)).
+    field: (K,) each line's field; lines: (K, S, 3) padded; counts: (K,) samples used per line
+    (>= 3). Returns (found (K,), zero crossing in grid coordinates (K, 3)).
     """
     k, s, _ = lines.shape
     idx = np.arange(s)
     used = idx[None, :] < counts[:, None]
     values = np.zeros((k, s))
-    values[used] = sdf(lines[used])
-    on = used & (np.abs(values) < sdf.surface_thresh)
+    rows_field = np.broadcast_to(field[:, None], (k, s))
+    values[used] = sdf(lines[used], rows_field[used])
+    on = used & (np.abs(values) < sdf.surface_thresh[field][:, None])
     rows = np.repeat(np.arange(k), s).reshape(k, s)
     col = np.broadcast_to(idx, (k, s))
     last = col == (counts[:, None] - 1)
@@ -99,11 +101,15 @@ def _find_contacts(sdf: SignedDistanceField, lines: np.ndarray, counts: np.ndarr
     return found, pts[np.arange(k), at]
 
 
-def close_jaws(sdf: SignedDistanceField, centers: np.ndarray, axes: np.ndarray,
-               widths: np.ndarray, samples_per_grid: int = 2):
+def close_jaws(sdf: SignedDistanceField | SignedDistanceFields, centers: np.ndarray,
+               axes: np.ndarray, widths: np.ndarray, samples_per_grid: int = 2,
+               field: np.ndarray | None = None):
     """Close parallel jaws on ``sdf``: dexnet's ``ParallelJawPtGrasp3D.close_fingers``.
 
     Args:
+        sdf: one field, or several (:class:`SignedDistanceFields`) with ``field`` (K,) naming
+            each grasp's: the grasps of many objects (and frames) closed in one pass, each
+            as on its own field alone.
         centers: (K, 3) jaw centres in the object frame.
         axes: (K, 3) unit jaw axes (from jaw 1 towards jaw 2).
         widths: (K,) opening widths in metres.
@@ -116,11 +122,15 @@ def close_jaws(sdf: SignedDistanceField, centers: np.ndarray, axes: np.ndarray,
     axes = np.asarray(axes, dtype=np.float64).reshape(-1, 3)
     widths = np.asarray(widths, dtype=np.float64).reshape(-1)
     k = len(centers)
+    if isinstance(sdf, SignedDistanceField):
+        sdf, field = SignedDistanceFields([sdf]), None
+    field = np.zeros(k, np.int64) if field is None else \
+        np.asarray(field, dtype=np.int64).reshape(k)
     points = np.full((k, 2, 3), np.nan)
     normals = np.full((k, 2, 3), np.nan)
     if k == 0:
         return np.zeros(0, dtype=bool), points, normals
-    width_grid = widths * (1.0 / sdf.resolution)
+    width_grid = widths * (1.0 / sdf.resolution[field])
     counts = np.maximum((samples_per_grid * width_grid / 2).astype(np.int64), 3)
     s = int(counts.max())
     # np.linspace(0, width/2, n): i * step, the last sample exactly width/2
@@ -133,14 +143,14 @@ def close_jaws(sdf: SignedDistanceField, centers: np.ndarray, axes: np.ndarray,
         start = centers + sign * (widths / 2.0)[:, None] * axes
         direction = -sign * axes
         lines_obj = start[:, None, :] + t[..., None] * direction[:, None, :]
-        lines = sdf.to_grid(lines_obj)
-        found, zc = _find_contacts(sdf, lines, counts)
-        point = sdf.to_object(zc)
+        lines = sdf.to_grid(lines_obj, field[:, None])
+        found, zc = _find_contacts(sdf, field, lines, counts)
+        point = sdf.to_object(zc, field)
         in_dir = lines[np.arange(k), counts - 1] - lines[:, 0]
         in_dir = in_dir / np.linalg.norm(in_dir, axis=1, keepdims=True)
         in_dir = in_dir.astype(np.float32).astype(np.float64)
-        as_grid = sdf.to_grid(point)
-        normal, valid = sdf.surface_normal(np.where(found[:, None], as_grid, 0.0))
+        as_grid = sdf.to_grid(point, field)
+        normal, valid = sdf.surface_normal(np.where(found[:, None], as_grid, 0.0), field)
         flip = np.einsum('ij,ij->i', in_dir, normal) > 0
         normal[flip] = -normal[flip]
         normal = normal.astype(np.float32).astype(np.float64)

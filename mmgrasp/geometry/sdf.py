@@ -100,19 +100,7 @@ class SignedDistanceField:
         return out.reshape(shape)
 
     def _trilinear(self, c: np.ndarray) -> np.ndarray:
-        c = np.minimum(c, self.dims - 1)  # dexnet snaps (dims - 1, dims) onto the last cell
-        base = np.floor(c).astype(np.int64)
-        nx, ny, nz = self.dims
-        flat_data = self.data.reshape(-1)
-        sd = np.zeros(len(c))
-        for offset in _CORNERS:  # dexnet's corner order and float operation order
-            p = base + offset
-            valid = (p[:, 0] < nx) & (p[:, 1] < ny) & (p[:, 2] < nz)
-            flat = (p[:, 0] * ny + p[:, 1]) * nz + p[:, 2]
-            v = np.where(valid, flat_data.take(np.where(valid, flat, 0)), 0.0)
-            w1 = -np.abs(p - c) + 1
-            sd = sd + w1[:, 0] * w1[:, 1] * w1[:, 2] * v
-        return sd
+        return _trilinear(self.data.reshape(-1), 0, self.dims, c)
 
     def _outside(self, c: np.ndarray) -> np.ndarray:
         _, index = self._sample_tree.query(c)
@@ -126,7 +114,99 @@ class SignedDistanceField:
         return np.abs(values) < self.surface_thresh, values
 
     def surface_normal(self, grid: np.ndarray, delta: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
-        """Outward unit normals at surface grid points (K, 3), as dexnet's ``surface_normal``.
+        """Outward unit normals at surface grid points (K, 3), as dexnet's ``surface_normal``
+        (see :meth:`SignedDistanceFields.surface_normal`). Returns (normals, valid)."""
+        grid = np.asarray(grid, dtype=np.float64).reshape(-1, 3)
+        return SignedDistanceFields([self]).surface_normal(grid, np.zeros(len(grid), np.int64),
+                                                           delta)
+
+
+def _trilinear(flat_data: np.ndarray, start, dims: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """dexnet's trilinear value at grid coordinates ``c`` (N, 3) inside the grid: ``dims``
+    (3,) or per point (N, 3), the grid's values from ``flat_data[start]`` on (scalar or (N,))."""
+    c = np.minimum(c, dims - 1)  # dexnet snaps (dims - 1, dims) onto the last cell
+    base = np.floor(c).astype(np.int64)
+    dims = np.broadcast_to(dims, c.shape)
+    nx, ny, nz = dims[:, 0], dims[:, 1], dims[:, 2]
+    sd = np.zeros(len(c))
+    for offset in _CORNERS:  # dexnet's corner order and float operation order
+        p = base + offset
+        valid = (p[:, 0] < nx) & (p[:, 1] < ny) & (p[:, 2] < nz)
+        flat = (p[:, 0] * ny + p[:, 1]) * nz + p[:, 2] + start
+        v = np.where(valid, flat_data.take(np.where(valid, flat, 0)), 0.0)
+        w1 = -np.abs(p - c) + 1
+        sd = sd + w1[:, 0] * w1[:, 1] * w1[:, 2] * v
+    return sd
+
+
+@functools.lru_cache(maxsize=4)
+def _normal_probes(delta: float) -> np.ndarray:
+    offsets = _normal_offsets(delta)
+    offsets.flags.writeable = False
+    return offsets
+
+
+class SignedDistanceFields:
+    """Several :class:`SignedDistanceField` queried in one pass: every query names its field
+    (``field``, an index into ``fields``, shaped as the queries without their last axis).
+
+    The evaluation closes the jaws of the grasps of every object of many frames at once
+    (:func:`~mmgrasp.geometry.close_jaws`); each query gets its own field's arithmetic, value
+    for value what that field alone computes (the grids side by side in one flat array, the
+    per-field constants gathered per query).
+    """
+
+    def __init__(self, fields):
+        self.fields = list(fields)
+        if not self.fields:
+            raise ValueError('SignedDistanceFields needs at least one field')
+        sizes = [f.data.size for f in self.fields]
+        self.flat = self.fields[0].data.reshape(-1) if len(self.fields) == 1 else \
+            np.concatenate([f.data.reshape(-1) for f in self.fields])
+        self.start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.dims = np.stack([f.dims for f in self.fields])
+        self.origin = np.stack([f.origin for f in self.fields])
+        self.resolution = np.array([f.resolution for f in self.fields])
+        self.inv_res = np.array([f._inv_res for f in self.fields])
+        self.grid_shift = np.stack([f._grid_shift for f in self.fields])
+        self.surface_thresh = np.array([f.surface_thresh for f in self.fields])
+
+    def to_grid(self, points: np.ndarray, field: np.ndarray) -> np.ndarray:
+        """Object-frame points (..., 3) of their fields to grid coordinates (float32 on the
+        way, as dexnet)."""
+        p = np.asarray(points).astype(np.float32).astype(np.float64)
+        return p * self.inv_res[field][..., None] + self.grid_shift[field]
+
+    def to_object(self, grid: np.ndarray, field: np.ndarray) -> np.ndarray:
+        """Grid coordinates (..., 3) to object-frame points (float32 on the way, as dexnet)."""
+        g = np.asarray(grid).astype(np.float32).astype(np.float64)
+        return g * self.resolution[field][..., None] + self.origin[field]
+
+    def __call__(self, grid: np.ndarray, field: np.ndarray) -> np.ndarray:
+        """Signed distance at grid coordinates (..., 3), each in its field
+        (:meth:`SignedDistanceField.__call__`)."""
+        grid = np.asarray(grid, dtype=np.float64)
+        shape = grid.shape[:-1]
+        c = grid.reshape(-1, 3)
+        field = np.broadcast_to(field, shape).reshape(-1)
+        dims = self.dims[field]
+        out = np.empty(len(c))
+        outside = np.any(c < 0, axis=1) | np.any(c >= dims, axis=1)
+        inside = ~outside
+        if inside.any():
+            out[inside] = _trilinear(self.flat, self.start[field[inside]], dims[inside],
+                                     c[inside])
+        if outside.any():
+            where = np.flatnonzero(outside)
+            for f in np.unique(field[where]):
+                rows = where[field[where] == f]
+                out[rows] = self.fields[f]._outside(c[rows])
+        return out.reshape(shape)
+
+    def surface_normal(self, grid: np.ndarray, field: np.ndarray,
+                       delta: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
+        """Outward unit normals at surface grid points (K, 3) of fields ``field`` (K,), as
+        dexnet's ``surface_normal``.
 
         Fits a plane (smallest singular vector) to the on-surface probes of a 27-point lattice of
         radius ``delta`` cells, orients it so the SDF grows along it. Returns (normals, valid);
@@ -134,10 +214,12 @@ class SignedDistanceField:
         """
         grid = np.asarray(grid, dtype=np.float64).reshape(-1, 3)
         k = len(grid)
-        valid = np.abs(self(grid)) < self.surface_thresh
-        probes = grid[:, None, :] + _normal_offsets(delta)[None]  # (K, 27, 3)
-        values = self(probes)
-        on = np.abs(values) < self.surface_thresh
+        thresh = self.surface_thresh[field]
+        here = self(grid, field)
+        valid = np.abs(here) < thresh
+        probes = grid[:, None, :] + _normal_probes(float(delta))[None]  # (K, 27, 3)
+        values = self(probes, field[:, None])
+        on = np.abs(values) < thresh[:, None]
         # dexnet sorts the kept probes by SDF value (stable) before fitting
         key = np.where(on, values, np.inf)
         order = np.argsort(key, axis=1, kind='stable')
@@ -149,7 +231,7 @@ class SignedDistanceField:
         centred = np.where(on[..., None], probes - mean[:, None, :], 0.0)
         u, _, _ = np.linalg.svd(np.swapaxes(centred, 1, 2))
         normals = u[:, :, 2].copy()
-        flip = self(grid + normals * 0.01) < self(grid)
+        flip = self(grid + normals * 0.01, field) < here
         normals[flip] = -normals[flip]
         normals[~valid] = np.nan
         return normals.reshape(k, 3), valid

@@ -1,12 +1,14 @@
 """Evaluation speed: mmgrasp's GraspNet evaluator against graspnetAPI on the same frames, one run.
 
-    python tools/analysis/benchmark_eval.py [--frames 8] [--nproc 1 2] \
-        [--graspnetapi-python /work/gnapi-venv/bin/python] [--json OUT]
+    python tools/analysis/benchmark_eval.py [--models curved] [--camera kinect] [--frames 8] \
+        [--nproc 1 2] [--graspnetapi-python GRASPNETAPI_VENV/bin/python] [--json OUT]
 
-Without ``--root`` it writes the golden dataset's recipe (tests/data/eval_golden/README.md:
-3 test scenes, 5 boxes) with ``--frames`` frames a scene into a temporary folder, and the gt,
-random and shifted dumps of tools/analysis/golden/make_golden_dumps.py; ``--root DIR --dump
-NAME=DIR ...`` measures given dumps instead.
+Without ``--root`` it writes a golden dataset's recipe (tests/data/eval_golden/README.md:
+3 test scenes, 5 objects; ``--models boxes`` the box set, ``curved`` the curved sets'
+cylinder, sphere, capsule, torus, L-shaped plate and box in ASCII and binary PLY) with
+``--frames`` frames a scene into a temporary folder, and the gt, random and shifted dumps of
+tools/analysis/golden/make_golden_dumps.py; ``--root DIR --dump NAME=DIR ...`` measures given
+dumps instead.
 
 For every dump: mmgrasp's ``evaluate_dump`` (GraspNetMetric's engine) at each ``--nproc``
 (best wall time of ``--repeat`` runs; CPU time of that run, its processes included) and, with
@@ -14,7 +16,10 @@ For every dump: mmgrasp's ``evaluate_dump`` (GraspNetMetric's engine) at each ``
 tools/analysis/golden/make_eval_golden.py, one process). Every measurement covers the whole
 evaluation, scene models (PLY, SDF) read cold; BLAS/OpenMP run one thread on both sides.
 Prints a markdown table: frames/s, CPU ms per frame, the speed-up over graspnetAPI on one core,
-the wall-time scaling over one process, the AP both sides computed, and the load average.
+the wall-time scaling over one process, the AP both sides computed, and the load average;
+then, per dump, the whole test protocol (90 scenes x 256 frames) projected from the measured
+CPU time a frame at the most processes: CPU minutes, and wall minutes with that many
+processes scaling as the machine's ceiling (below) allows.
 Beside each scaling, the machine's ceiling measured in the same run: ``p`` forked copies of the
 dump's frames evaluated in memory (nothing read, nothing shared) against one copy; on a
 machine whose cores are shared or throttled it is below ``p``, and no split of the evaluation
@@ -39,9 +44,12 @@ from mmgrasp.evaluation.graspnet_dump_eval import (clear_asset_caches, evaluate_
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_DATASET = ['--scenes', '1', '--objects', '5', '--points-per-object', '40', '--grid', '6',
-                  '3', '2', '--image-size', '320', '180', '--cameras', 'realsense',
-                  '--test-scenes', '100', '130', '160', '--quiet']
+                  '3', '2', '--image-size', '320', '180', '--test-scenes', '100', '130', '160',
+                  '--quiet']
+MODELS = {'boxes': [], 'curved': ['--shapes', 'cylinder', 'sphere', 'capsule', 'torus', 'lshape',
+                                  'box', '--ply-formats', 'ascii', 'binary']}
 GOLDEN_SCENES = [100, 130, 160]
+FULL_PROTOCOL_FRAMES = 90 * 256  # GraspNet-1Billion's test scenes 100-189, 256 frames each
 
 
 def parse_args(argv=None):
@@ -51,6 +59,8 @@ def parse_args(argv=None):
     p.add_argument('--dump', action='append', metavar='NAME=DIR',
                    help='with --root: dumps to measure (default: gt, random, shifted written)')
     p.add_argument('--camera', default='realsense')
+    p.add_argument('--models', choices=sorted(MODELS), default='boxes',
+                   help='which golden recipe to write (without --root)')
     p.add_argument('--scenes', type=int, nargs='+', default=GOLDEN_SCENES)
     p.add_argument('--frames', type=int, default=8, help='frames 0..F-1 of every scene')
     p.add_argument('--nproc', type=int, nargs='+', default=[1, 2])
@@ -64,13 +74,15 @@ def parse_args(argv=None):
     return args
 
 
-def write_golden_inputs(work: str, scenes, frames: int, camera: str) -> tuple:
-    """The golden recipe's dataset with ``frames`` frames and its gt/random/shifted dumps."""
+def write_golden_inputs(work: str, scenes, frames: int, camera: str,
+                        models: str = 'boxes') -> tuple:
+    """A golden recipe's dataset with ``frames`` frames and its gt/random/shifted dumps."""
     root, dumps = os.path.join(work, 'synthetic'), os.path.join(work, 'dumps')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
         REPO, os.environ.get('PYTHONPATH')])))
     subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data', 'make_synthetic.py'),
-                    root, '--frames', str(frames), *GOLDEN_DATASET], check=True, env=env)
+                    root, '--frames', str(frames), '--cameras', camera, *GOLDEN_DATASET,
+                    *MODELS[models]], check=True, env=env)
     subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'analysis', 'golden',
                                                  'make_golden_dumps.py'), root, dumps,
                     '--camera', camera, '--scenes', *map(str, scenes), '--frames', str(frames)],
@@ -121,19 +133,21 @@ def time_graspnetapi(python, root, dumps, camera, scenes, frames, seed):
 
 
 def _in_memory_frames(root, dump, camera, scenes, frames, seed) -> list:
-    """Every frame's evaluate_frame arguments, read once (models, SDFs, poses, grasps)."""
+    """Every scene's batches of evaluate_frames arguments, read once (models, SDFs, poses,
+    grasps)."""
     job = []
     for s in scenes:
         inputs = ge.SceneInputs(root, camera, s, seed)
-        job += [inputs.frame(dump, f) for f in range(frames)]
+        args = [inputs.frame(dump, f) for f in range(frames)]
+        job += [args[i:i + ge.FRAME_BATCH] for i in range(0, frames, ge.FRAME_BATCH)]
     return job
 
 
 def _run_copies(job: list, copies: int) -> float:
     """Wall time of ``copies`` forked processes each evaluating every frame of ``job``."""
     def work():
-        for args in job:
-            ge.evaluate_frame(*args)
+        for batch in job:
+            ge.evaluate_frames(batch)
         os._exit(0)
     start = time.perf_counter()
     pids = []
@@ -205,11 +219,29 @@ def table(report: dict, nprocs) -> str:
     return '\n'.join(lines)
 
 
+def projection(report: dict, nprocs) -> str:
+    """The whole test protocol projected from each dump's CPU time a frame at the most
+    processes: CPU minutes, and wall minutes on that many processes at the machine's
+    ceiling measured in the same run (one process: the CPU time)."""
+    top = max(nprocs)
+    lines = [f'| dump | CPU ms/frame ({top} proc) | full protocol ({FULL_PROTOCOL_FRAMES} '
+             f'frames): CPU min | wall min, {top} proc at the measured ceiling |',
+             '|---|---:|---:|---:|']
+    for name, e in report.items():
+        cpu_ms = e['mmgrasp'][str(top)]['cpu_ms_per_frame']
+        cpu_min = FULL_PROTOCOL_FRAMES * cpu_ms / 6e4
+        ceiling = e['machine_ceiling'].get(str(top), 1.0)
+        e['full_protocol'] = dict(cpu_min=cpu_min, wall_min=cpu_min / ceiling, nproc=top)
+        lines.append(f'| {name} | {cpu_ms:.1f} | {cpu_min:.1f} | {cpu_min / ceiling:.1f} |')
+    return '\n'.join(lines)
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         if args.root is None:
-            root, dumps = write_golden_inputs(work, args.scenes, args.frames, args.camera)
+            root, dumps = write_golden_inputs(work, args.scenes, args.frames, args.camera,
+                                              args.models)
         else:
             root, dumps = args.root, dict(d.split('=', 1) for d in args.dump)
         report = measure(args, root, dumps)
@@ -217,6 +249,7 @@ def main(argv=None) -> dict:
           f'{", ".join(f"{v:.2f}" for v in os.getloadavg())}; "load" = 1-min load average when '
           'the best run started')
     print(table(report, args.nproc))
+    print(projection(report, args.nproc))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(report, f, indent=2)

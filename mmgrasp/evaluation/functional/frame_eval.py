@@ -2,7 +2,7 @@
 step of ``eval_scene``, as array operations."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from mmgrasp.geometry.gripper import GRASPNET_GRIPPER, Gripper
 from mmgrasp.geometry.force_closure import (GRASPNET_FRICTION_COEFFICIENTS,
                                             force_closure_min_friction)
 from mmgrasp.geometry.points import PosedTable, in_box, nearest_indices, transform_points
-from mmgrasp.geometry.sdf import SignedDistanceField
+from mmgrasp.geometry.sdf import SignedDistanceField, SignedDistanceFields
 
 from mmgrasp.geometry.nms import grasp_nms
 from mmgrasp.geometry.sorting import legacy_numpy_argsort
@@ -43,14 +43,31 @@ def dexnet_grasp_params(grasps: np.ndarray, pose: np.ndarray):
 def grasp_friction(grasps: np.ndarray, pose: np.ndarray, sdf: SignedDistanceField,
                    coefficients: Sequence[float] = GRASPNET_FRICTION_COEFFICIENTS) -> np.ndarray:
     """(G,) smallest force-closure coefficient of each grasp on one object, -1 if none."""
-    if len(grasps) == 0:
-        return np.zeros(0)
-    centres, axes, widths = dexnet_grasp_params(grasps, pose)
-    found, points, normals = close_jaws(sdf, centres, axes, widths)
+    return grasps_friction([(grasps, pose, sdf)], coefficients)[0]
+
+
+def grasps_friction(groups: Sequence[tuple],
+                    coefficients: Sequence[float] = GRASPNET_FRICTION_COEFFICIENTS
+                    ) -> List[np.ndarray]:
+    """:func:`grasp_friction` of many ``(grasps, pose, sdf)`` groups (objects of many frames)
+    in one pass: the jaws of every grasp close together on the groups' fields side by side
+    (:class:`SignedDistanceFields`), each grasp as on its own field alone. Returns one (G,)
+    array per group."""
+    sizes = [len(g) for g, _, _ in groups]
+    if not sum(sizes):
+        return [np.zeros(n) for n in sizes]
+    index: Dict[int, int] = {}  # the same field object in several groups is stacked once
+    fields = [index.setdefault(id(sdf), len(index)) for _, _, sdf in groups]
+    unique = {id(sdf): sdf for _, _, sdf in groups}
+    stack = SignedDistanceFields([unique[k] for k in index])
+    params = [dexnet_grasp_params(g, pose) for g, pose, _ in groups if len(g)]
+    centres, axes, widths = (np.concatenate(p) for p in zip(*params))
+    field = np.repeat(np.array(fields, np.int64), sizes)
+    found, points, normals = close_jaws(stack, centres, axes, widths, field=field)
     score = force_closure_min_friction(points[:, 0], normals[:, 0], points[:, 1],
                                        normals[:, 1], coefficients)
     score[~found] = -1.0
-    return score
+    return np.split(score, np.cumsum(sizes)[:-1])
 
 
 def precision_at_k(scores: np.ndarray, top_k: int = 50,
@@ -95,6 +112,46 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         empty (fewer than 10 points between the fingers), object (index into ``models``)
         per kept grasp, and the counts dumped / in_width / after_nms.)
     """
+    return evaluate_frames([(grasps, models, sdfs, poses, table)], top_k, max_width,
+                           per_object, width_range, gripper)[0]
+
+
+def evaluate_frames(frames: Sequence[tuple], top_k: int = 50, max_width: float = 0.1,
+                    per_object: int = 10, width_range: Optional[Tuple[float, float]] = None,
+                    gripper: Gripper = GRASPNET_GRIPPER,
+                    on_frame: Optional[Callable[[int], None]] = None) -> List[dict]:
+    """:func:`evaluate_frame` of several frames, each ``(grasps, models, sdfs, poses, table)``:
+    every frame's grasps are selected and checked for collision in turn (``on_frame(n)``
+    before frame ``n``), then the force-closure test runs once for the surviving grasps of
+    every object of every frame (:func:`grasps_friction`). The results are those of
+    :func:`evaluate_frame` frame by frame."""
+    selected = []
+    for n, frame in enumerate(frames):
+        if on_frame is not None:
+            on_frame(n)
+        selected.append(_select(*frame, top_k, max_width, per_object, width_range, gripper))
+    groups = [(g[free], frames[n][3][i], frames[n][2][i])
+              for n, (_, checked) in enumerate(selected)
+              for i, g, _, _, free in checked if free.any()]
+    friction = iter(grasps_friction(groups))
+    results = []
+    for out, checked in selected:
+        if checked:
+            scores = []
+            for _, g, hit, empty, free in checked:
+                score = np.full(len(g), -1.0)
+                if free.any():
+                    score[free] = next(friction)
+                scores.append(score)
+            _finish(out, checked, scores, top_k)
+        results.append(out)
+    return results
+
+
+def _select(grasps, models, sdfs, poses, table, top_k, max_width, per_object, width_range,
+            gripper) -> tuple:
+    """One frame up to the force-closure test: (the result so far, [(object, its kept
+    grasps, hit, empty, free)]); the list is empty where nothing reaches the test."""
     grasps = np.array(grasps).reshape(-1, 17)
     counts = dict(dumped=len(grasps), in_width=0, after_nms=0)
     out = dict(accuracy=np.zeros((top_k, len(EVAL_FRICTION_COEFFICIENTS))),
@@ -102,13 +159,13 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
                hit=np.zeros(0, bool), empty=np.zeros(0, bool),
                object=np.zeros(0, np.int64), **counts)
     if len(grasps) == 0 or len(models) == 0:
-        return out
+        return out, []
     grasps[:, 1] = np.clip(grasps[:, 1], 0, max_width)
     if width_range is not None:
         grasps = grasps[(grasps[:, 1] >= width_range[0]) & (grasps[:, 1] < width_range[1])]
     out['in_width'] = len(grasps)
     if len(grasps) == 0:
-        return out
+        return out, []
     grasps = grasp_nms(grasps, 0.03, 30.0 / 180 * np.pi)
     out['after_nms'] = len(grasps)
     posed = [transform_points(m, p) for m, p in zip(models, poses)]
@@ -121,38 +178,36 @@ def evaluate_frame(grasps: np.ndarray, models: Sequence[np.ndarray],
         per_obj.append(g[legacy_numpy_argsort(g[:, 0])[::-1]][:per_object])
     stacked = np.vstack(per_obj)
     if len(stacked) == 0:
-        return out
+        return out, []
     ranked = legacy_numpy_argsort(stacked[:, 0])[::-1]
     min_score = stacked[ranked[min(CUT_RANK - 1, len(ranked) - 1)], 0]
     per_obj = [g[g[:, 0] >= min_score] for g in per_obj]
     boxes = {i: (posed[i].min(axis=0) - 0.05, posed[i].max(axis=0) + 0.05)
              for i, g in enumerate(per_obj) if len(g)}
     if not boxes:  # NaN scores pass no threshold
-        return out
+        return out, []
     if table is not None:  # only the table points that the boxes of these objects can hold
         lo = np.min([b[0] for b in boxes.values()], axis=0)
         hi = np.max([b[1] for b in boxes.values()], axis=0)
         scene = np.concatenate([scene, table.inside(lo, hi)])
-    kept, scores, hits, empties, objects = [], [], [], [], []
+    checked = []
     for i, (lo, hi) in boxes.items():
         g = per_obj[i]
         work = scene[in_box(scene, lo, hi)]
         hit, empty = gripper_contacts(g, work, gripper.height, gripper.base_depth,
                                       gripper.finger_width)
-        score = np.full(len(g), -1.0)
-        free = ~(hit | empty)
-        if free.any():
-            score[free] = grasp_friction(g[free], poses[i], sdfs[i])
-        kept.append(g)
-        scores.append(score)
-        hits.append(hit)
-        empties.append(empty)
-        objects.append(np.full(len(g), i, np.int64))
-    kept = np.concatenate(kept)
+        checked.append((i, g, hit, empty, ~(hit | empty)))
+    return out, checked
+
+
+def _finish(out: dict, checked: list, scores: list, top_k: int) -> None:
+    """The kept grasps of a frame sorted by confidence, their verdicts and the accuracy."""
+    kept = np.concatenate([g for _, g, _, _, _ in checked])
     order = legacy_numpy_argsort(-kept[:, 0])
     out.update(grasps=kept[order], scores=np.concatenate(scores)[order],
-               hit=np.concatenate(hits)[order], empty=np.concatenate(empties)[order],
-               object=np.concatenate(objects)[order])
+               hit=np.concatenate([c[2] for c in checked])[order],
+               empty=np.concatenate([c[3] for c in checked])[order],
+               object=np.concatenate([np.full(len(g), i, np.int64)
+                                      for i, g, _, _, _ in checked])[order])
     out['collision'] = out['hit'] | out['empty']
     out['accuracy'] = precision_at_k(out['scores'], top_k)
-    return out

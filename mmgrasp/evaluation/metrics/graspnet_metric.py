@@ -42,7 +42,8 @@ class GraspNetMetric(BaseMetric):
         data_root: dataset root holding ``scenes/`` and ``models/``.
         camera: 'realsense' or 'kinect'.
         dump_dir: where the grasps are dumped and read back.
-        nproc: evaluation processes (scenes run in parallel).
+        nproc: evaluation processes (frames and scenes split between them); None: one per
+            core, at most one per 16 frames (:func:`~..graspnet_dump_eval.auto_nproc`).
         frame_timeout: seconds one frame may take before the evaluation stops with an error.
         settings: test-time settings reported with the figures (camera, collision threshold,
             objectness filter ...); ``tools/test.py`` fills it from the config.
@@ -61,7 +62,7 @@ class GraspNetMetric(BaseMetric):
     default_prefix = 'graspnet'
 
     def __init__(self, data_root: str, camera: str = 'realsense', dump_dir: str = 'work_dirs/dump',
-                 nproc: int = 1, frame_timeout: float = 600.0, progress: bool = True,
+                 nproc: Optional[int] = None, frame_timeout: float = 600.0, progress: bool = True,
                  settings: Optional[dict] = None, sdf_sample_seed: Optional[int] = None,
                  scale_ap: bool = False, split: Optional[str] = None,
                  require_complete: bool = False, gripper: GripperLike = None,

@@ -11,8 +11,9 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from mmgrasp.evaluation.functional import grasp_nms
-from mmgrasp.geometry import (PosedTable, SignedDistanceField, gripper_collision, table_points,
-                              transform_points, voxel_downsample)
+from mmgrasp.geometry import (PosedTable, SignedDistanceField, SignedDistanceFields, close_jaws,
+                              gripper_collision, table_points, transform_points,
+                              voxel_downsample)
 
 
 def random_pose(seed: int) -> np.ndarray:
@@ -192,3 +193,54 @@ def test_sdf_trilinear_equals_dexnet_point_by_point():
                              np.tile(dims - 1.0, (3, 1))])
     expected = np.array([trilinear_direct(data, p) for p in points])
     np.testing.assert_array_equal(field(points), expected)
+
+
+def _curved_field(n, res, radius, seed):
+    """A sphere-like field (curved along lines, as dexnet's contact search needs), its own
+    grid size, resolution and origin, roughened so no two fields share values."""
+    dims = np.array([n, n + 3, n - 2])
+    origin = -(dims - 1) / 2 * res + np.random.RandomState(seed).rand(3) * res
+    grid = np.stack(np.meshgrid(*[np.arange(d) for d in dims], indexing='ij'), -1) * res + origin
+    data = (np.sum(grid ** 2, -1) - radius ** 2) / (2 * radius)
+    data += np.random.RandomState(seed).rand(*dims) * 1e-4
+    return SignedDistanceField(data, origin, res,
+                               surface_sample=None if seed % 2 else
+                               np.argwhere(np.abs(data) < res * 0.7)[::5])
+
+
+def test_stacked_fields_equal_each_field_alone():
+    """SignedDistanceFields (the evaluation's one pass over many objects' SDFs) gives, per
+    query, the bits its field alone gives: values inside and outside the grid, normals, and
+    the jaws closed on it (close_jaws with ``field``)."""
+    fields = [_curved_field(31, 0.002, 0.025, 0), _curved_field(24, 0.0025, 0.02, 1),
+              _curved_field(40, 0.0015, 0.022, 2)]
+    stack = SignedDistanceFields(fields)
+    rs = np.random.RandomState(5)
+    field = rs.randint(3, size=600)
+    grid = rs.rand(600, 3) * (stack.dims[field] + 6) - 3  # some queries off the grid
+    values = stack(grid, field)
+    normal, valid = stack.surface_normal(grid, field)
+    for f, sdf in enumerate(fields):
+        rows = field == f
+        np.testing.assert_array_equal(values[rows], sdf(grid[rows]))
+        n1, v1 = sdf.surface_normal(grid[rows])
+        np.testing.assert_array_equal(valid[rows], v1)
+        np.testing.assert_array_equal(normal[rows], n1)
+        assert v1.any()
+    points = rs.randn(600, 3) * 0.02
+    np.testing.assert_array_equal(stack.to_object(stack.to_grid(points, field), field),
+                                  np.array([fields[f].to_object(fields[f].to_grid(p))
+                                            for p, f in zip(points, field)]))
+    axes = rs.randn(300, 3)
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    centres, widths, owner = rs.randn(300, 3) * 0.01, 0.03 + rs.rand(300) * 0.07, field[:300]
+    found, pts, normals = close_jaws(stack, centres, axes, widths, field=owner)
+    assert 50 < found.sum() < 300
+    for f, sdf in enumerate(fields):
+        rows = owner == f
+        alone = close_jaws(sdf, centres[rows], axes[rows], widths[rows])
+        for got, want in zip((found[rows], pts[rows], normals[rows]), alone):
+            np.testing.assert_array_equal(got, want)
+    # mutant: a grid read from the wrong place in the flat array is caught
+    stack.start[1:] += 1
+    assert not np.array_equal(stack(grid, field), values)

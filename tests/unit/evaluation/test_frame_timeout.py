@@ -16,15 +16,16 @@ def slow_frames(tmp_path, monkeypatch):
     centres = write_eval_dataset(root, scene=100, frames=2)
     for f in (0, 1):
         write_dump(dump, 100, f, [top_down_grasp(0.9, centres[0])])
-    real = graspnet_dump_eval.evaluate_frame
+    real = graspnet_dump_eval.evaluate_frames
     events = []
 
-    def slow(*args, **kwargs):
+    def slow(frames, on_frame=None, **kwargs):
+        on_frame(0)  # evaluate_frames announces each frame before its work
         events.append('started')
         time.sleep(30)  # a frame far past frame_timeout, whatever the machine's load
         events.append('finished')
-        return real(*args, **kwargs)
-    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frame', slow)
+        return real(frames, on_frame=on_frame, **kwargs)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frames', slow)
     return root, dump, events
 
 

@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from mmgrasp.evaluation import graspnet_dump_eval, scene_models
-from mmgrasp.evaluation.graspnet_dump_eval import (EvaluationError, evaluate_dump, read_annotation,
-                                              summarize, work_units)
+from mmgrasp.evaluation.functional import evaluate_frame, evaluate_frames
+from mmgrasp.evaluation.graspnet_dump_eval import (FRAME_BATCH, EvaluationError, auto_nproc,
+                                                   evaluate_dump, read_annotation, summarize,
+                                                   work_units)
 from mmgrasp.geometry import write_dexnet_sdf
 from mmgrasp.evaluation.metrics import GraspNetMetric
 from eval_data import top_down_grasp, write_dump, write_eval_dataset
@@ -92,13 +94,14 @@ def test_worker_time_limit(scene, monkeypatch):
     for s in (100, 101):
         for f in (0, 1):
             write_dump(dump, s, f, rows_for(centres))
-    real = graspnet_dump_eval.evaluate_frame
+    real = graspnet_dump_eval.evaluate_frames
 
-    def slow(*args, **kwargs):
+    def slow(frames, on_frame=None, **kwargs):
         import time
+        on_frame(0)
         time.sleep(30)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frame', slow)  # forked workers inherit it
+        return real(frames, on_frame=on_frame, **kwargs)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frames', slow)  # forked workers inherit it
     with pytest.raises(EvaluationError, match=r'scene 10[01] frame [01]: no result after 1 s'):
         evaluate_dump(root, dump, 'realsense', [100, 101], nproc=2, frame_timeout=1.0,
                       progress=False)
@@ -116,6 +119,50 @@ def test_parallel_equals_serial(scene):
         np.testing.assert_array_equal(serial[s], parallel[s])
     figures = summarize(serial)
     assert {'seen/AP', 'similar/AP'} <= set(figures)
+
+
+def test_default_nproc_splits_the_work_and_keeps_the_results(tmp_path, monkeypatch):
+    """GraspNetMetric's default (nproc=None, :func:`auto_nproc`): a process per core, at most
+    one per FRAME_BATCH frames (2 here, to keep the test small) - 2 * FRAME_BATCH frames on 2
+    cores go to 2 worker processes, with the accuracy of one process; fewer frames stay in
+    the calling process."""
+    assert FRAME_BATCH >= 8  # the batches that take numpy's per-call cost off small objects
+    monkeypatch.setattr(graspnet_dump_eval, 'FRAME_BATCH', 2)
+    monkeypatch.setattr(graspnet_dump_eval, '_available_cores', lambda: 2)
+    root, dump = str(tmp_path / 'data'), str(tmp_path / 'dump')
+    frames = 4
+    centres = write_eval_dataset(root, scene=100, frames=frames)
+    for f in range(frames):
+        write_dump(dump, 100, f, rows_for(centres)[f % 3:])
+    assert [auto_nproc(n) for n in (1, frames - 1, frames, 100 * frames)] == [1, 1, 2, 2]
+    log = tmp_path / 'pids.log'
+    real = graspnet_dump_eval.evaluate_frames
+
+    def logged(batch, **kwargs):
+        with open(log, 'a') as f:  # forked workers inherit this and append to one file
+            f.write(f'{os.getpid()} {len(batch)}\n')
+        return real(batch, **kwargs)
+    monkeypatch.setattr(graspnet_dump_eval, 'evaluate_frames', logged)
+
+    def runs():
+        lines = [line.split() for line in log.read_text().splitlines()]
+        log.unlink()
+        return {int(p) for p, _ in lines}, sum(int(n) for _, n in lines)
+    serial = evaluate_dump(root, dump, 'realsense', [100], nproc=1, progress=False)[100]
+    assert runs() == ({os.getpid()}, frames)
+    metric = GraspNetMetric(data_root=root, camera='realsense', dump_dir=dump, progress=False)
+    metric.compute_metrics([(100, f) for f in range(frames)])
+    pids, evaluated = runs()
+    assert len(pids) == 2 and os.getpid() not in pids and evaluated == frames
+    with np.load(os.path.join(dump, 'eval_realsense', 'scene_0100.npz')) as z:
+        np.testing.assert_array_equal(z['accuracy'], serial)
+    assert serial.any()
+    few = GraspNetMetric(data_root=root, camera='realsense', dump_dir=str(tmp_path / 'few'),
+                         progress=False)
+    for f in range(3):
+        write_dump(few.dump_dir, 100, f, rows_for(centres))
+    few.compute_metrics([(100, 0), (100, 1), (100, 2)])
+    assert runs() == ({os.getpid()}, 3)
 
 
 def test_work_units_split_few_scenes_into_pieces():
@@ -226,3 +273,20 @@ def test_metric_dumps_and_evaluates(scene):
     assert os.path.isfile(os.path.join(dump, 'scene_0100/realsense/0001.npy'))
     with pytest.raises(ValueError, match='camera'):
         metric.process({}, [dict(samples[0], camera='kinect')])
+
+
+def test_frames_in_one_batch_equal_frames_alone(scene):
+    """evaluate_frames (one force-closure pass for every object of every frame) gives each
+    frame's evaluate_frame result, whatever the frames around it."""
+    root, dump, centres = scene
+    write_dump(dump, 100, 0, rows_for(centres))
+    write_dump(dump, 100, 1, [top_down_grasp(0.7, centres[1], dy=0.004), rows_for(centres)[0]])
+    inputs = graspnet_dump_eval.SceneInputs(root, 'realsense', 100)
+    frames = [inputs.frame(dump, f) for f in (0, 1, 0)]
+    batch = evaluate_frames(frames)
+    for got, args in zip(batch, frames):
+        want = evaluate_frame(*args)
+        assert sorted(got) == sorted(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert (batch[0]['scores'] > 0).any() and (batch[1]['scores'] > 0).any()
