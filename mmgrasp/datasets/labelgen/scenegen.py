@@ -128,7 +128,8 @@ def simulate_drop(meshes: Sequence[TriangleMesh], parts: Sequence[str],
     """Drop the meshes one above the other over the table (z = 0) at random positions and
     orientations from ``rng`` and run pybullet until every body is still. Returns the 4x4
     mesh -> table poses and whether the engine found them at rest."""
-    import pybullet as pb
+    with _quiet():  # the module prints its build time on import
+        import pybullet as pb
     cid = pb.connect(pb.DIRECT)
     try:
         pb.setGravity(0, 0, -9.81, physicsClientId=cid)
