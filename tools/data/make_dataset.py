@@ -27,15 +27,13 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
-import shutil
 import sys
 import time
 
 from mmgrasp.datasets.labelgen.intake import intake_meshes, labelling_path
 from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
-from mmgrasp.datasets.labelgen.scenegen import (DEPTH_NOISE, NUM_VIEWS, convex_parts, drop_scene,
-                                                render_scene, scene_ids, scene_objects)
-from mmgrasp.datasets.labelgen.scenes import write_collision_labels
+from mmgrasp.datasets.labelgen.scenegen import (DEPTH_NOISE, NUM_VIEWS, make_scene, scene_ids,
+                                                scene_objects)
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
 from mmgrasp.geometry import build_gripper, read_gripper_file
 
@@ -106,13 +104,6 @@ def _up_to_date(path: str, stamp: dict) -> bool:
         return json.load(f) == stamp
 
 
-def _write_json(path: str, data: dict) -> None:
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
 def _pool(nproc: int, jobs: dict, tag: str, describe) -> int:
     """Run {key: (fn, args)} in ``nproc`` processes with a progress line each; failures."""
     t0, failed = time.time(), 0
@@ -128,22 +119,6 @@ def _pool(nproc: int, jobs: dict, tag: str, describe) -> int:
                 print(f'{PROG}: [{tag}] {key} FAILED: {type(err).__name__}: {err}',
                       file=sys.stderr, flush=True)
     return failed
-
-
-def make_scene(root: str, scene: int, ids: list, meshes: list, gripper, args_dict: dict,
-               stamp: dict) -> tuple:
-    """One scene of the ``scenes`` step (a process of the pool): drop, render, collision labels,
-    then the stamp that marks it done."""
-    t0 = time.time()
-    shutil.rmtree(os.path.join(root, 'graspness', f'scene_{scene:04d}'), ignore_errors=True)
-    parts = [convex_parts(m, os.path.join(root, 'models', f'{i:03d}', 'collision_vhacd.obj'))
-             for i, m in zip(ids, meshes)]
-    poses = drop_scene(meshes, parts, args_dict['seed'], scene)
-    render_scene(root, scene, ids, poses, args_dict['views'], args_dict['cameras'],
-                 tuple(args_dict['image_size']), args_dict['depth_noise'], args_dict['seed'])
-    write_collision_labels(root, scene, gripper, args_dict['cameras'][0])
-    _write_json(os.path.join(root, 'scenes', f'scene_{scene:04d}', 'make_dataset.json'), stamp)
-    return len(ids), time.time() - t0
 
 
 def main(argv=None) -> int:
@@ -180,9 +155,10 @@ def main(argv=None) -> int:
                   f'{read_gripper_file(gripper_path).describe()}, not {gripper.describe()}: '
                   'write elsewhere or pass --force', file=sys.stderr)
             return 2
-        with open(gripper_path + f'.tmp{os.getpid()}', 'w') as f:
-            f.write(gripper.to_json())
-        os.replace(gripper_path + f'.tmp{os.getpid()}', gripper_path)
+        if not os.path.isfile(gripper_path) or args.force:
+            with open(gripper_path + f'.tmp{os.getpid()}', 'w') as f:
+                f.write(gripper.to_json())
+            os.replace(gripper_path + f'.tmp{os.getpid()}', gripper_path)
         jobs = {}
         for obj in ids[index::count]:
             path = found[obj]
@@ -217,8 +193,10 @@ def main(argv=None) -> int:
         jobs = {}
         for scene in scenes[index::count]:
             chosen = [ids[k] for k in scene_objects(len(ids), args.objects, args.seed, scene)]
-            labels = {i: json.load(open(os.path.join(label_dir, f'{i:03d}_labels.json')))
-                      for i in chosen}
+            labels = {}
+            for i in chosen:
+                with open(os.path.join(label_dir, f'{i:03d}_labels.json')) as f:
+                    labels[f'{i:03d}'] = json.load(f)
             stamp = dict(settings, object_ids=chosen, labels=labels, version=1)
             done = os.path.join(args.out, 'scenes', f'scene_{scene:04d}', 'make_dataset.json')
             if not args.force and _up_to_date(done, stamp):

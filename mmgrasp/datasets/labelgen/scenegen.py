@@ -32,16 +32,20 @@ frame).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
+import time
 from typing import Optional, Sequence
 
 import numpy as np
 
+from mmgrasp.geometry import Gripper
 from ..synthetic.graspnet import RS_WRT_KN
 from ..synthetic.scene import (MAX_DEPTH, camera_intrinsics, item_rng, look_at, render,
                                rigid_transform)
 from .mesh import TriangleMesh, mesh_signed_distance, sample_surface, write_mesh_obj
-from .scenes import _FieldModel, write_scene
+from .scenes import _FieldModel, write_collision_labels, write_scene
 
 #: views of GraspNet-1Billion's trajectory, per camera and scene
 NUM_VIEWS = 256
@@ -268,6 +272,28 @@ def render_scene(root: str, scene: int, object_ids: Sequence[int],
                     rgbs)
 
 
+def make_scene(root: str, scene: int, object_ids: Sequence[int],
+               meshes: Sequence[TriangleMesh], gripper: Gripper, settings: dict,
+               stamp: dict) -> tuple:
+    """One scene of ``tools/data/make_dataset.py`` (a process of its pool): the objects'
+    convex parts, the drop, the rendered frames, the collision labels, then ``stamp`` as
+    ``scenes/scene_%04d/make_dataset.json``, the mark that the scene is done. ``settings``:
+    views, cameras, image_size, depth_noise, seed. Returns (objects, seconds)."""
+    t0 = time.time()
+    shutil.rmtree(os.path.join(root, 'graspness', f'scene_{scene:04d}'), ignore_errors=True)
+    parts = [convex_parts(m, os.path.join(root, 'models', f'{i:03d}', 'collision_vhacd.obj'))
+             for i, m in zip(object_ids, meshes)]
+    poses = drop_scene(meshes, parts, settings['seed'], scene)
+    render_scene(root, scene, object_ids, poses, settings['views'], settings['cameras'],
+                 tuple(settings['image_size']), settings['depth_noise'], settings['seed'])
+    write_collision_labels(root, scene, gripper, settings['cameras'][0])
+    path = os.path.join(root, 'scenes', f'scene_{scene:04d}', 'make_dataset.json')
+    with open(path + f'.tmp{os.getpid()}', 'w') as f:
+        json.dump(stamp, f, indent=1, sort_keys=True)
+    os.replace(path + f'.tmp{os.getpid()}', path)
+    return len(object_ids), time.time() - t0
+
+
 def scene_objects(num_models: int, per_scene: int, seed: int, scene: int) -> list:
     """Positions (into the sorted model ids) of a scene's objects, drawn without replacement."""
     rng = item_rng(seed, 'scene-objects', scene)
@@ -284,5 +310,5 @@ def scene_ids(train: int, test: int) -> list:
 
 
 __all__ = ['NUM_VIEWS', 'camera_poses', 'camera_trajectory', 'convex_parts', 'depth_noise',
-           'drop_scene', 'mesh_contacts', 'render_scene', 'scene_ids', 'scene_objects',
+           'drop_scene', 'make_scene', 'mesh_contacts', 'render_scene', 'scene_ids', 'scene_objects',
            'simulate_drop']
