@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """Pictures of a dataset written by tools/data/make_dataset.py: one frame of a scene (RGB,
-instance labels, depth) and one object's grasp labels (its label points coloured by the lowest
-friction coefficient μ at which one of their collision-free grasps holds, and by the share of
-their grasps that hold at all).
+instance labels, depth) and one object's grasp labels (its label points coloured by the share of
+their collision-free grasps that hold at friction coefficient μ = 0.1, and at any μ <= 1).
 
     python tools/analysis/draw_generated_dataset.py data/mine --scene 0 --frame 0 --object 9 \\
         --out-dir docs/images
@@ -37,33 +36,32 @@ def scene_picture(root: str, scene: int, frame: int, camera: str) -> np.ndarray:
 
 
 def labels_picture(root: str, obj: int, path: str) -> None:
-    """The object's label points seen from above, coloured by their lowest holding μ and by the
-    share of their grasps that hold (collision-free, μ <= 1); grey: none holds."""
+    """The object's label points seen from above, coloured by the share of their grasps that
+    hold (collision-free) at μ = 0.1 and at any μ <= 1; grey: none."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     with np.load(os.path.join(root, 'grasp_label', f'{obj:03d}_labels.npz')) as f:
         points, scores, collision = f['points'], f['scores'], f['collision']
     holds = (scores > 0) & ~collision
-    flat = holds.reshape(len(points), -1)
-    lowest = np.where(holds, scores, np.inf).reshape(len(points), -1).min(1)
-    share = flat.mean(1)
+    share = holds.reshape(len(points), -1).mean(1)
+    firm = (holds & (scores <= 0.1 + 1e-6)).reshape(len(points), -1).mean(1)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
     order = np.argsort(points[:, 2])  # top view: the highest points drawn last
-    for ax, values, title, cmap in [
-            (axes[0], np.where(np.isfinite(lowest), lowest, np.nan), 'lowest μ that holds',
-             'viridis_r'),
-            (axes[1], 100 * share, 'grasps that hold (%)', 'magma')]:
+    for ax, values, title in [(axes[0], 100 * firm, 'holding at μ = 0.1 (%)'),
+                              (axes[1], 100 * share, 'holding at μ <= 1 (%)')]:
         pts, vals = points[order], values[order]
-        none = ~np.isfinite(vals)
+        none = vals == 0
         ax.scatter(pts[none, 0], pts[none, 1], c='lightgrey', s=30, edgecolors='grey')
-        art = ax.scatter(pts[~none, 0], pts[~none, 1], c=vals[~none], cmap=cmap, s=30,
+        art = ax.scatter(pts[~none, 0], pts[~none, 1], c=vals[~none], cmap='magma', s=30,
                          edgecolors='k', linewidths=0.3)
         fig.colorbar(art, ax=ax, shrink=0.8)
-        ax.set_title(f'object {obj:03d}, top view: {title}')
+        ax.set_title(title)
         ax.set_aspect('equal')
         ax.set_xlabel('x (m)')
         ax.set_ylabel('y (m)')
+    fig.suptitle(f'object {obj:03d} from above: its label points, by the share of their '
+                 'collision-free grasps')
     fig.tight_layout()
     tmp = path + '.tmp.png'
     fig.savefig(tmp, metadata={'Software': None})

@@ -13,8 +13,8 @@ no reader looks at the others.
 **The writer** lays out ``scenes/scene_%04d/<camera>/`` from object poses in the table frame and
 camera poses: ``camK.npy``, ``camera_poses.npy``, ``cam0_wrt_table.npy``, per frame ``depth``,
 ``label``, ``rgb`` (PNG), ``meta`` (.mat) and ``annotations`` (.xml), and the scene's
-``object_id_list.txt``, each file through a temporary name. Depth and segmentation are the user's (a simulator's or a sensor's)
-or are ray-cast from the objects' ``textured.sdf`` with the synthetic writer's renderer.
+``object_id_list.txt``, each file through a temporary name. Depth and segmentation are the
+user's (a simulator's or a sensor's) or are ray-cast from the objects' ``textured.sdf`` with the synthetic writer's renderer.
 """
 from __future__ import annotations
 

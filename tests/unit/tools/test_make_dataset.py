@@ -1,6 +1,7 @@
 """tools/data/make_dataset.py: two shards (labels, then scenes, then the store) write the same
-dataset as one run, file for file; a rerun redoes nothing; Kinect depth noise moves the depth only; the scenes step of a shard refuses to
-start before every object has labels; a refused mesh gets one line and no file."""
+dataset as one run, file for file; a rerun redoes nothing; Kinect depth noise moves the depth
+only; the scenes step of a shard refuses to start before every object has labels; a refused
+mesh gets one line and no file; the guide's pictures drawn from the result."""
 import importlib.util
 import os
 
@@ -19,9 +20,8 @@ SMALL = ['--scenes', '1', '--test-scenes', '1', '--objects', '3', '--views', '2'
          '--gripper', 'num_views=6', 'num_angles=3', 'num_depths=2']
 
 
-def _main():
-    spec = importlib.util.spec_from_file_location(
-        'make_dataset', os.path.join(REPO, 'tools', 'data', 'make_dataset.py'))
+def _main(path=('data', 'make_dataset.py')):
+    spec = importlib.util.spec_from_file_location(path[-1][:-3], os.path.join(REPO, 'tools', *path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main
@@ -69,6 +69,12 @@ def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, 
             'collision_label/scene_0000/collision_labels.npz',
             'graspness/scene_0000/realsense/0001.npy'} <= set(a)
     assert [k for k in sorted(a) if not _same(a[k], b[k])] == []
+    pictures = tmp_path / 'pictures'  # the guide's pictures of a generated dataset
+    assert _main(('analysis', 'draw_generated_dataset.py'))(
+        [one, '--scene', '100', '--frame', '1', '--object', '2', '--out-dir',
+         str(pictures)]) == 0
+    assert cv2.imread(str(pictures / 'own_objects_scene.png')).shape == (48, 3 * 64, 3)
+    assert os.path.getsize(pictures / 'own_objects_labels.png') > 10_000
     capsys.readouterr()
     stamps = {k: os.stat(p).st_mtime_ns for k, p in a.items()}
     assert main([str(meshes), one, *SMALL]) == 0  # a rerun redoes nothing
