@@ -311,5 +311,4 @@ def scene_ids(train: int, test: int) -> list:
 
 __all__ = ['NUM_VIEWS', 'camera_poses', 'camera_trajectory', 'convex_parts', 'depth_noise',
            'drop_scene', 'make_scene', 'mesh_contacts', 'render_scene', 'scene_ids',
-           'scene_objects',
-           'simulate_drop']
+           'scene_objects', 'simulate_drop']
