@@ -1,7 +1,9 @@
 """tools/data/make_dataset.py: two shards (labels, then scenes, then the store) write the same
 dataset as one run, file for file; a rerun redoes nothing; Kinect depth noise moves the depth
 only; the scenes step of a shard refuses to start before every object has labels; a refused
-mesh gets one line and no file; the guide's pictures drawn from the result."""
+mesh gets one line and no file; the labels' own grasps hold in a generated scene under the
+evaluator; the guide's pictures drawn from the result."""
+import csv
 import importlib.util
 import os
 
@@ -11,6 +13,8 @@ import pytest
 
 trimesh = pytest.importorskip('trimesh')
 pytest.importorskip('pybullet')
+
+from mmgrasp.evaluation.cli import main as eval_main  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))))
@@ -69,6 +73,18 @@ def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, 
             'collision_label/scene_0000/collision_labels.npz',
             'graspness/scene_0000/realsense/0001.npy'} <= set(a)
     assert [k for k in sorted(a) if not _same(a[k], b[k])] == []
+    # the labels' own grasps, posed in a generated test scene, as the evaluator judges them
+    # (graspnetAPI's rules): every one it scores holds and none collides with the scene
+    dump = tmp_path / 'oracle'
+    assert _main(('analysis', 'label_oracle_dump.py'))(
+        [one, '--scenes', '100', '--dump', str(dump), '--mu-max', '1.0']) == 0
+    diagnose = tmp_path / 'diagnose'
+    eval_main([one, str(dump), '--camera', 'realsense', '--scenes', '100', '--diagnose',
+               str(diagnose), '--no-progress'])
+    with open(diagnose / 'frames.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 and all(int(r['evaluated']) > 0 for r in rows)
+    assert all(r['force_closure'] == r['evaluated'] and r['collided'] == '0' for r in rows)
     pictures = tmp_path / 'pictures'  # the guide's pictures of a generated dataset
     assert _main(('analysis', 'draw_generated_dataset.py'))(
         [one, '--scene', '100', '--frame', '1', '--object', '2', '--out-dir',
