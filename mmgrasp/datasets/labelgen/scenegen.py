@@ -7,7 +7,8 @@ the guide). It installs from PyPI as a binary wheel for CPython 3.11, runs headl
 (``DIRECT``), and is the engine of grasping work such as VGN's simulated clutter (Breyer et al.,
 CoRL 2020); a drop of three objects settles in well under a second of CPU. A moving mesh
 collides in Bullet as the convex hull of its vertices, so each object is first decomposed into
-convex parts by the V-HACD built into pybullet (``pybullet.vhacd``); the parts are cached as ``models/%03d/collision_vhacd.obj``.
+convex parts by the V-HACD built into pybullet (``pybullet.vhacd``); the parts are cached as
+``models/%03d/collision_vhacd.obj``.
 
 **Checks on the meshes**, not on the engine's hulls: a drop is kept only when every object ends
 at rest (its pose still after a further half second of simulation, and its mesh within
