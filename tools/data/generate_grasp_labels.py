@@ -1,8 +1,11 @@
 #!/usr/bin/env python
 """GraspNet-1Billion grasp labels of one's own objects, from their meshes (metres).
 
-For each mesh of MODELS (a dataset's ``models/`` folder of ``%03d/`` subfolders, or a folder of
-``.ply`` / ``.obj`` meshes) writes under OUT:
+Every mesh of MODELS (a dataset's ``models/`` folder of ``%03d/`` subfolders, or a folder of
+``.obj`` / ``.ply`` / ``.stl`` meshes) is checked first (closed, wound one way, a positive
+volume, a size in metres: mmgrasp/datasets/labelgen/intake.py); a refused mesh gets one line on
+stderr and nothing is written for it (nothing at all when every mesh is refused). For each
+accepted mesh, times ``--scale``, writes under OUT:
 
 - ``models/%03d/textured.sdf`` (dexnet's SDF of the mesh; with ``--use-dexnet-sdf`` an existing
   ``textured.sdf`` beside the mesh is used as it is), ``textured.obj`` and ``nontextured.ply``
@@ -28,6 +31,7 @@ import os
 import sys
 import time
 
+from mmgrasp.datasets.labelgen.intake import intake_meshes, labelling_path
 from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
 from mmgrasp.geometry import parse_gripper_options, read_gripper_file
@@ -41,6 +45,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--gripper', nargs='+', default=[], metavar='KEY=VALUE|FILE.json',
                    help="the gripper's fields (max_width=0.08 finger_width=0.015 ...; "
                         "mmgrasp.geometry.Gripper) or a gripper.json; default GraspNet's")
+    p.add_argument('--scale', type=float, default=1.0,
+                   help='factor from the mesh units to metres (0.001 for millimetres)')
     p.add_argument('--ids', type=int, nargs='+', default=None, help='only these object ids')
     p.add_argument('--voxel-size', type=float, default=LABEL_VOXEL,
                    help='label point spacing: voxel size of the surface downsampling (metres)')
@@ -62,7 +68,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def stamp_of(path: str, args, gripper) -> dict:
     st = os.stat(path)
     return dict(mesh=os.path.abspath(path), size=st.st_size, mtime_ns=st.st_mtime_ns,
-                gripper=gripper.to_dict(), voxel_size=args.voxel_size,
+                scale=args.scale, gripper=gripper.to_dict(), voxel_size=args.voxel_size,
                 sdf_resolution=args.sdf_resolution, sdf_backend=args.sdf_backend,
                 use_dexnet_sdf=args.use_dexnet_sdf, seed=args.seed, version=1)
 
@@ -82,6 +88,14 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         meshes = {i: meshes[i] for i in args.ids}
+    intake = intake_meshes(meshes, args.scale)
+    for line in intake.refused:
+        print(f'generate_grasp_labels: {line}', file=sys.stderr, flush=True)
+    if not intake.accepted:
+        print(f'generate_grasp_labels: every mesh of {args.models} was refused; nothing '
+              'written', file=sys.stderr)
+        return 2
+    meshes = {i: meshes[i] for i in intake.accepted}
     label_dir = os.path.join(args.out, 'grasp_label')
     os.makedirs(label_dir, exist_ok=True)
     gripper_path = os.path.join(label_dir, 'gripper.json')
@@ -104,7 +118,8 @@ def main(argv=None) -> int:
         if done and not args.force:
             print(f'[labels] object {obj:03d}: up to date, skipped', flush=True)
         else:
-            todo[obj] = (path, stamp)
+            todo[obj] = (labelling_path(obj, path, intake.accepted[obj], args.out, args.scale),
+                         stamp)
     print(f'[labels] {len(todo)} of {len(meshes)} objects to label with gripper '
           f'{gripper.describe()}, {args.nproc} process(es)', flush=True)
     t0, failed = time.time(), []
@@ -124,7 +139,7 @@ def main(argv=None) -> int:
                 failed.append(obj)
                 print(f'[labels] object {obj:03d} ({meshes[obj]}) FAILED: '
                       f'{type(err).__name__}: {err}', file=sys.stderr, flush=True)
-    return 1 if failed else 0
+    return 1 if failed or intake.refused else 0
 
 
 if __name__ == '__main__':

@@ -48,8 +48,8 @@ def _write_points_ply(path: str, points: np.ndarray) -> None:
 
 def find_meshes(models: str) -> dict:
     """{object id: mesh file} of a dataset's ``models/`` folder (subfolders ``%03d/`` holding
-    ``textured.obj``, else a ``.ply`` with faces or another ``.obj``) or of a folder of mesh
-    files (ids from the leading digits of the names when every name has them, else 0, 1, ... in
+    ``textured.obj``, else a ``.ply`` with faces, another ``.obj`` or an ``.stl``) or of a folder
+    of mesh files (ids from the leading digits of the names when every name has them, else 0, 1, ... in
     sorted order). Raises ValueError naming the folder when it holds no mesh."""
     if not os.path.isdir(models):
         raise ValueError(f'{models}: not a folder of meshes or of models/%03d/ folders')
@@ -61,14 +61,14 @@ def find_meshes(models: str) -> dict:
             folder = os.path.join(models, name)
             files = sorted(os.listdir(folder))
             pick = [f for f in files if f == 'textured.obj'] or \
-                [f for f in files if f.lower().endswith(('.obj', '.ply'))]
+                [f for f in files if f.lower().endswith(('.obj', '.ply', '.stl'))]
             if not pick:
-                raise ValueError(f'{folder}: no .obj or .ply mesh')
+                raise ValueError(f'{folder}: no .obj, .ply or .stl mesh')
             found[int(name)] = os.path.join(folder, pick[0])
         return found
-    meshes = [e for e in entries if e.lower().endswith(('.obj', '.ply'))]
+    meshes = [e for e in entries if e.lower().endswith(('.obj', '.ply', '.stl'))]
     if not meshes:
-        raise ValueError(f'{models}: no .obj or .ply mesh and no models/%03d/ folder')
+        raise ValueError(f'{models}: no .obj, .ply or .stl mesh and no models/%03d/ folder')
     digits = [''.join(itertools.takewhile(str.isdigit, m)) for m in meshes]
     if all(digits) and len(set(map(int, digits))) == len(digits):
         return {int(d): os.path.join(models, m) for d, m in zip(digits, meshes)}

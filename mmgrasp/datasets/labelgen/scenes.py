@@ -13,11 +13,12 @@ no reader looks at the others.
 **The writer** lays out ``scenes/scene_%04d/<camera>/`` from object poses in the table frame and
 camera poses: ``camK.npy``, ``camera_poses.npy``, ``cam0_wrt_table.npy``, per frame ``depth``,
 ``label``, ``rgb`` (PNG), ``meta`` (.mat) and ``annotations`` (.xml), and the scene's
-``object_id_list.txt``. Depth and segmentation are the user's (a simulator's or a sensor's)
-or are ray-cast from the objects' ``textured.sdf`` with the synthetic writer's renderer.
+``object_id_list.txt``, each file through a temporary name. Depth and segmentation are the
+user's (a simulator's or a sensor's) or are ray-cast from the objects' ``textured.sdf`` with the synthetic writer's renderer.
 """
 from __future__ import annotations
 
+import io
 import os
 from typing import Optional, Sequence
 
@@ -71,6 +72,19 @@ def write_collision_labels(root: str, scene: int, gripper: Gripper = GRASPNET_GR
     return path
 
 
+def _write(path: str, data: bytes) -> None:
+    tmp = f'{path}.tmp{os.getpid()}'  # every file through a temporary name
+    with open(tmp, 'wb') as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _save(path: str, array: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    _write(path, buf.getvalue())
+
+
 class _FieldModel:
     """A ``textured.sdf`` as the synthetic renderer's shape: ``half`` (a box about the model
     origin holding the grid) and ``sdf(points)``, sphere-traced by :meth:`Shape.ray_depths`."""
@@ -115,15 +129,14 @@ def write_scene(root: str, scene: int, object_ids: Sequence[int],
     cdir = os.path.join(sdir, camera)
     for sub in ('rgb', 'depth', 'label', 'meta', 'annotations'):
         os.makedirs(os.path.join(cdir, sub), exist_ok=True)
-    with open(os.path.join(sdir, 'object_id_list.txt'), 'w') as f:
-        f.write(''.join(f'{i}\n' for i in ids))
-    np.save(os.path.join(sdir, 'rs_wrt_kn.npy'), RS_WRT_KN)
+    _write(os.path.join(sdir, 'object_id_list.txt'), ''.join(f'{i}\n' for i in ids).encode())
+    _save(os.path.join(sdir, 'rs_wrt_kn.npy'), RS_WRT_KN)
     cam0 = np.asarray(camera_poses[0], np.float64)
     cam0_inv = np.linalg.inv(cam0)
-    np.save(os.path.join(cdir, 'camK.npy'), np.asarray(intrinsics, np.float64))
-    np.save(os.path.join(cdir, 'camera_poses.npy'),
-            np.stack([cam0_inv @ np.asarray(p, np.float64) for p in camera_poses]))
-    np.save(os.path.join(cdir, 'cam0_wrt_table.npy'), cam0)
+    _save(os.path.join(cdir, 'camK.npy'), np.asarray(intrinsics, np.float64))
+    _save(os.path.join(cdir, 'camera_poses.npy'),
+          np.stack([cam0_inv @ np.asarray(p, np.float64) for p in camera_poses]))
+    _save(os.path.join(cdir, 'cam0_wrt_table.npy'), cam0)
     fields = None
     if depths is None:
         fields = [_FieldModel(os.path.join(root, 'models', f'{i:03d}', 'textured.sdf'))
@@ -150,10 +163,9 @@ def write_scene(root: str, scene: int, object_ids: Sequence[int],
         write_png(os.path.join(cdir, 'label', name + '.png'), seg)
         cam_inv = np.linalg.inv(cam_wrt_table)
         in_camera = [cam_inv @ np.asarray(p, np.float64) for p in object_poses]
-        with open(os.path.join(cdir, 'annotations', name + '.xml'), 'w') as fh:
-            fh.write(annotation_xml(ids, in_camera))
+        _write(os.path.join(cdir, 'annotations', name + '.xml'),
+               annotation_xml(ids, in_camera).encode())
         meta = {'poses': np.stack([p[:3] for p in in_camera], axis=2).astype(np.float32),
                 'cls_indexes': cls_indexes, 'intrinsic_matrix': np.asarray(intrinsics),
                 'factor_depth': np.array([[FACTOR_DEPTH]], np.float64)}
-        with open(os.path.join(cdir, 'meta', name + '.mat'), 'wb') as fh:
-            fh.write(savemat_bytes(meta))
+        _write(os.path.join(cdir, 'meta', name + '.mat'), savemat_bytes(meta))

@@ -268,8 +268,10 @@ def write_png(path: str, image: np.ndarray) -> None:
     ok, buf = cv2.imencode('.png', image)
     if not ok:
         raise OSError(f'could not encode {path}')
-    with open(path, 'wb') as f:
+    tmp = f'{path}.tmp{os.getpid()}'  # a reader never sees half a file
+    with open(tmp, 'wb') as f:
         f.write(buf.tobytes())
+    os.replace(tmp, path)
 
 
 def log_progress(progress: bool, msg: str) -> None:
