@@ -35,7 +35,7 @@ from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_me
 from mmgrasp.datasets.labelgen.scenegen import (DEPTH_NOISE, NUM_VIEWS, make_scene, scene_ids,
                                                 scene_objects)
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
-from mmgrasp.geometry import build_gripper, read_gripper_file
+from mmgrasp.geometry import parse_gripper_options, read_gripper_file
 
 STEPS = ('labels', 'scenes', 'store')
 PROG = 'make_dataset'
@@ -84,19 +84,6 @@ def _shard(text: str) -> tuple:
     return int(index), int(count)
 
 
-def _gripper(values):
-    if len(values) == 1 and values[0].endswith('.json'):
-        return read_gripper_file(values[0])
-    fields = {}
-    for item in values:
-        key, sep, value = item.partition('=')
-        if not sep:
-            raise ValueError(f'--gripper {item!r}: expected KEY=VALUE or a .json file')
-        fields[key] = value if key == 'name' else (int(value) if key.startswith('num_')
-                                                   else float(value))
-    return build_gripper(fields)
-
-
 def _up_to_date(path: str, stamp: dict) -> bool:
     if not os.path.isfile(path):
         return False
@@ -125,7 +112,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         index, count = _shard(args.shard)
-        gripper = _gripper(args.gripper)
+        gripper = parse_gripper_options(args.gripper)
         found = find_meshes(args.meshes)
         test = max(1, args.scenes // 5) if args.test_scenes is None else args.test_scenes
         scenes = scene_ids(args.scenes, test)
