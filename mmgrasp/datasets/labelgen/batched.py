@@ -73,8 +73,9 @@ class BatchedField:
         self.shift = torch.as_tensor(sdf._grid_shift, dtype=F64, device=self.device)
         self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
         self.thresh = sdf.surface_thresh
-        near, self.worst = field_lipschitz(sdf)
+        near, worst = field_lipschitz(sdf)
         self.near = torch.as_tensor(near, dtype=F64, device=self.device)
+        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
         self.corners = torch.tensor(_CORNERS, dtype=torch.int64, device=self.device)
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
@@ -123,12 +124,14 @@ class BatchedField:
         gap = torch.sqrt(gap) * self.res + 2 * self.thresh
         return torch.where(outside, gap, sd).reshape(shape)
 
-    def bound(self, grid: torch.Tensor) -> torch.Tensor:
-        """field_lipschitz's neighbourhood bound at grid points."""
+    def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """``object_labels._step_bound``: the field's rate of change along ``axes``."""
+        n = self.near.shape[1:]
         cell = torch.floor(grid).long()
-        n = self.near.shape
         cell = torch.stack([cell[:, i].clamp(0, n[i] - 1) for i in range(3)], 1)
-        return self.near[cell[:, 0], cell[:, 1], cell[:, 2]]
+        local = self.near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+        a = axes.abs()
+        return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
@@ -163,12 +166,16 @@ def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor,
         step = torch.clamp_min(0.9 * -v0, min_step)
         t1 = t0 + step
         v1 = field(field.to_grid(s + t1[:, None] * u))
-        bound = torch.where(step <= field.res, field.bound(field.to_grid(s + t0[:, None] * u)),
-                            field.worst)
+        bound = field.bound(field.to_grid(s + t0[:, None] * u), u, step)
         check = torch.nonzero((-v0 - v1) < bound * step)[:, 0]
         if len(check):
             ts = t0[check, None] + step[check, None] * frac
-            sub = field(field.to_grid(s[check, None] + ts[..., None] * u[check, None])) >= 0
+            reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
+            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
+                ~(t1[check, None] - ts < reach1[:, None])
+            r, k = torch.nonzero(gap, as_tuple=True)
+            sub = torch.zeros(ts.shape, dtype=torch.bool, device=ts.device)
+            sub[r, k] = field(field.to_grid(s[check[r]] + ts[r, k, None] * u[check[r]])) >= 0
             crossed = sub.any(1)
             first = torch.argmax(sub.to(torch.uint8), 1)
             rows = check[crossed]
@@ -277,7 +284,8 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         point[idx[hit]] = zc[hit, at[hit]]
         nxt = j0[idx] + WINDOW
         v_next = values[:, WINDOW + 2]  # the sample at the next window's start
-        skip = torch.floor((v_next - field.thresh) / (field.worst * step[idx])) - 1
+        rate = _dot(direction[idx].abs(), field.worst[None])
+        skip = torch.floor((v_next - field.thresh) / (rate * step[idx])) - 1
         skip = torch.where(torch.isfinite(skip), skip.clamp(0, 1 << 20), 0).long()
         j0[idx] = nxt + skip
         idx = idx[~hit & (j0[idx] < n)]
@@ -386,6 +394,11 @@ def self_collision(mu, width, points, gripper: Gripper, model_points, device,
     return out
 
 
+def cell_centres(approach: torch.Tensor, depths: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Jaw centres (n, V, D, 3) of label points p (n, 3): ``label_grasps``' sum."""
+    return approach[None, :, None, :] * depths[:, None] + p[:, None, None, :]
+
+
 def batched_object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
                                 model_points: np.ndarray, gripper: Gripper, clearance: float,
                                 max_cells: int, progress: Optional[Callable[[int, int], None]],
@@ -409,7 +422,7 @@ def batched_object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
     step = max(1, max_cells // max(v * a * d, 1))
     for s in range(0, len(points), step):
         p = torch.as_tensor(points[s:s + step], device=device).to(F64)
-        centres = approach[None, :, None, :] * depths[:, None] + p[:, None, None, :]
+        centres = cell_centres(approach, depths, p)
         pi, vi, di = torch.nonzero(field(field.to_grid(centres)) < 0, as_tuple=True)
         c = centres[pi, vi, di].repeat_interleave(a, 0)  # angles fastest
         u = axes[vi].reshape(-1, 3)

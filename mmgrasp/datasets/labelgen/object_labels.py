@@ -38,36 +38,40 @@ from ..synthetic.labels import JAW_CLEARANCE, MU_GRID, grasp_frames, points_coll
 BYTES_PER_CELL = 6000
 
 
-def field_lipschitz(sdf: SignedDistanceField) -> tuple[np.ndarray, float]:
-    """Bounds on how fast the trilinear field changes (metres per metre): per grid cell the
-    largest such bound over the cell and its 26 neighbours, (nx-1, ny-1, nz-1), and over the
-    whole grid. In a cell the derivative along x is a convex mix of the cell's 4 x-edge
-    differences (the same for y and z), so the gradient's norm is at most the root of the
-    squares of each axis's largest edge difference, divided by the resolution."""
+def field_lipschitz(sdf: SignedDistanceField) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on the trilinear field's partial derivatives (metres per metre), per axis: over
+    each grid cell and its 26 neighbours, (3, nx-1, ny-1, nz-1), and over the whole grid, (3,).
+    In a cell the derivative along x is a convex mix of the cell's 4 x-edge differences (the
+    same for y and z), so along a unit direction u the field changes at most
+    ``sum(|u_i| * bound_i)``."""
     d = np.asarray(sdf.data, np.float64)
-    per_axis = []
+    near = []
     for axis in range(3):
         e = np.abs(np.diff(d, axis=axis))
         for other in range(3):
             if other != axis:
                 n = e.shape[other]
                 e = np.maximum(e.take(range(n - 1), other), e.take(range(1, n), other))
-        per_axis.append(e)
-    cell = np.sqrt(per_axis[0] ** 2 + per_axis[1] ** 2 + per_axis[2] ** 2) / sdf.resolution
-    cell *= 1 + 1e-9  # rounding of the bound itself
-    near = np.pad(cell, 1, mode='edge')
-    for axis in range(3):  # the largest over the 3 x 3 x 3 block of cells around each cell
-        n = near.shape[axis]
-        near = np.maximum(np.maximum(near.take(range(n - 2), axis),
-                                     near.take(range(1, n - 1), axis)),
-                          near.take(range(2, n), axis))
-    return near, float(cell.max(initial=0.0))
+        e = np.pad(e / sdf.resolution * (1 + 1e-9), 1, mode='edge')  # 1e-9: its own rounding
+        for other in range(3):  # the largest over the 3 x 3 x 3 block of cells around each
+            n = e.shape[other]
+            e = np.maximum(np.maximum(e.take(range(n - 2), other),
+                                      e.take(range(1, n - 1), other)), e.take(range(2, n), other))
+        near.append(e)
+    near = np.stack(near)
+    return near, near.reshape(3, -1).max(1)
 
 
-def _cell_bound(sdf: SignedDistanceField, near: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The neighbourhood bound of ``field_lipschitz`` at grid points inside the grid."""
-    cell = np.clip(np.floor(grid).astype(np.int64), 0, np.array(near.shape) - 1)
-    return near[cell[:, 0], cell[:, 1], cell[:, 2]]
+def _step_bound(sdf: SignedDistanceField, lipschitz: tuple, grid: np.ndarray, axes: np.ndarray,
+                step: np.ndarray) -> np.ndarray:
+    """How fast the field can change along ``axes`` over steps from ``grid`` (inside the grid):
+    the start's neighbourhood bound for steps up to a cell (they stay in it), else the grid's."""
+    near, worst = lipschitz
+    cell = np.clip(np.floor(grid).astype(np.int64), 0, np.array(near.shape[1:]) - 1)
+    local = near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+    a = np.abs(axes)
+    rate = [a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2] for b in (local, worst[None])]
+    return np.where(step <= sdf.resolution, *rate)
 
 
 #: samples inside a sphere-tracing step that the Lipschitz bound does not certify
@@ -82,15 +86,15 @@ def exit_distance(sdf: SignedDistanceField, starts: np.ndarray, axes: np.ndarray
 
     Sphere tracing (steps of 0.9 |SDF|, at least a fifth of a cell), where each step is
     checked before it is taken: the segment stays inside when the balls |SDF| / L around its
-    two ends cover it (L: :func:`field_lipschitz`, the bound of the start's neighbourhood for
-    steps up to a cell, the grid's for longer ones); a step they do not cover is sampled at
-    ``SUBSTEPS`` points, and the first sample outside ends the trace there. So the trace does
+    two ends cover it (L: the bound of :func:`field_lipschitz` along the line, its start's
+    neighbourhood's for steps up to a cell, the grid's for longer ones); a step they do not cover is sampled at
+    ``SUBSTEPS`` points (those outside the balls), and the first sample outside ends the trace there. So the trace does
     not pass a sliver of the outside thinner than a step (as plain sphere tracing's shortest
     steps do where the jaw line grazes the surface): only one thinner than a sixteenth of a
     step, in a stretch the bound cannot clear, can still be crossed. The last step, whose end
     is outside, is then halved ``bisections`` times (12: below a micrometre for 2 mm
     cells)."""
-    near, worst = field_lipschitz(sdf) if lipschitz is None else lipschitz
+    lipschitz = field_lipschitz(sdf) if lipschitz is None else lipschitz
     k = len(starts)
     t = np.zeros(k)
     value = sdf(sdf.to_grid(starts))
@@ -105,14 +109,18 @@ def exit_distance(sdf: SignedDistanceField, starts: np.ndarray, axes: np.ndarray
         step = np.maximum(0.9 * -v0, min_step)
         t1 = t0 + step
         v1 = sdf(sdf.to_grid(starts[idx] + t1[:, None] * axes[idx]))
-        bound = np.where(step <= sdf.resolution,
-                         _cell_bound(sdf, near, sdf.to_grid(starts[idx] + t0[:, None] *
-                                                            axes[idx])), worst)
+        bound = _step_bound(sdf, lipschitz, sdf.to_grid(starts[idx] + t0[:, None] * axes[idx]),
+                            axes[idx], step)
         check = np.flatnonzero((-v0 - v1) < bound * step)  # not certified: sample the step
         if len(check):
             ts = t0[check, None] + step[check, None] * frac  # (m, SUBSTEPS - 1)
             j = idx[check]
-            sub = sdf(sdf.to_grid(starts[j, None] + ts[..., None] * axes[j, None])) >= 0
+            with np.errstate(divide='ignore'):  # a zero bound: a constant field
+                reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
+            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
+                ~(t1[check, None] - ts < reach1[:, None])  # samples neither ball covers
+            sub = np.zeros(ts.shape, bool)
+            sub[gap] = sdf(sdf.to_grid(starts[j, None] + ts[..., None] * axes[j, None])[gap]) >= 0
             crossed = np.flatnonzero(sub.any(1))
             first = np.argmax(sub[crossed], 1)
             v1[check[crossed]] = 0.0  # ends outside: bracketed below
