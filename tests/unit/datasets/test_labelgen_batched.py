@@ -98,3 +98,32 @@ def test_exit_on_a_whole_slab_is_unchanged_by_the_check(path):
     axes = np.tile([1.0, 0.0, 0.0], (8, 1))
     t = _exits(path, sdf, starts, axes, plain=False)
     np.testing.assert_allclose(starts[:, 0] + t, 0.070, atol=1e-6)
+
+
+def test_label_backend_reaches_the_label_grids(tmp_path, monkeypatch):
+    """generate_grasp_labels' --label-backend and --device, through label_mesh_file and
+    generate_object, reach object_grasp_labels (and the stamp that marks an object done)."""
+    import importlib.util
+    from mmgrasp.datasets.labelgen import objects
+    from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
+    spec = importlib.util.spec_from_file_location('generate_grasp_labels', os.path.join(
+        os.path.dirname(GOLDEN), '..', '..', '..', 'tools', 'data', 'generate_grasp_labels.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    args = tool.parse_args(['m', 'o', '--label-backend', 'numpy', '--device', 'cpu'])
+    assert (args.label_backend, args.device) == ('numpy', 'cpu')
+    assert tool.parse_args(['m', 'o']).label_backend == 'torch'
+    mesh_file = os.path.join(GOLDEN, '001', 'textured.obj')
+    stamp = tool.stamp_of(mesh_file, args, build_gripper(dict(num_views=30)))
+    assert stamp['label_backend'] == 'numpy'
+    seen = {}
+
+    def record(*a, **kwargs):
+        seen.update(kwargs)
+        raise RuntimeError('recorded')
+    monkeypatch.setattr(objects, 'object_grasp_labels', record)
+    with pytest.raises(RuntimeError, match='recorded'):
+        objects.label_mesh_file(1, mesh_file, str(tmp_path), build_gripper(dict(num_views=30)),
+                                0.02, SDF_RESOLUTION, 'numpy', 0.1, 0, True, stamp,
+                                'torch', 'cpu')
+    assert (seen['backend'], seen['device']) == ('torch', 'cpu')
