@@ -25,8 +25,8 @@ grasps (docs/notes/benchmarks/label_generation.md).
     PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py mmgrasp /tmp/bench
     /work/venvs/graspnetapi/bin/python tools/analysis/benchmark_label_generation.py \\
         graspnetapi /tmp/bench
-    PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py backends /tmp/duck \\
-        --mesh duck.obj --scale 0.05 --every 20 --today /tmp/today_object_labels.py
+    PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py backends data/duck \\
+        --mesh duck.obj --scale 0.05 --every 20 --today today_object_labels.py
 """
 import argparse
 import importlib.util

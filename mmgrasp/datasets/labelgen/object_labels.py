@@ -84,16 +84,17 @@ def exit_distance(sdf: SignedDistanceField, starts: np.ndarray, axes: np.ndarray
     """Distance t > 0 at which ``starts + t * axes`` (inside the object) first reaches the
     surface of ``sdf``, NaN beyond ``limit``.
 
-    Sphere tracing (steps of 0.9 |SDF|, at least a fifth of a cell), where each step is
-    checked before it is taken: the segment stays inside when the balls |SDF| / L around its
-    two ends cover it (L: the bound of :func:`field_lipschitz` along the line, its start's
-    neighbourhood's for steps up to a cell, the grid's for longer ones); a step they do not cover is sampled at
-    ``SUBSTEPS`` points (those outside the balls), and the first sample outside ends the trace there. So the trace does
-    not pass a sliver of the outside thinner than a step (as plain sphere tracing's shortest
-    steps do where the jaw line grazes the surface): only one thinner than a sixteenth of a
-    step, in a stretch the bound cannot clear, can still be crossed. The last step, whose end
-    is outside, is then halved ``bisections`` times (12: below a micrometre for 2 mm
-    cells)."""
+    Sphere tracing (steps of 0.9 |SDF|, at least a fifth of a cell), each step checked as it
+    is taken: the segment stays inside when the balls |SDF| / L around its two ends cover it
+    (L: the bound of :func:`field_lipschitz` along the line, its start's neighbourhood's for
+    steps up to a cell, the grid's for longer ones); where they leave a gap, the step is
+    sampled at its ``SUBSTEPS`` points in the gap, and the first sample outside ends the
+    trace. So the trace does not pass a sliver of the outside thinner than a step (as plain
+    sphere tracing's shortest steps do where the jaw line grazes the surface): only one
+    thinner than a sixteenth of a step, in a gap the balls leave, can still be crossed. The
+    last step, whose end is outside, is then halved ``bisections`` times (12: below a
+    micrometre for 2 mm cells). ``lipschitz``: :func:`field_lipschitz` of ``sdf`` (computed
+    when None)."""
     lipschitz = field_lipschitz(sdf) if lipschitz is None else lipschitz
     k = len(starts)
     t = np.zeros(k)

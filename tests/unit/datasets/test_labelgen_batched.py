@@ -16,6 +16,15 @@ GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))
                       'labelgen_golden', 'models')
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread (on a loaded 2-core machine a second one spins), restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize('obj', ['000', '001'])
 def test_torch_backend_equals_the_numpy_reference(obj):
     """Same μ, widths and self-collision, bit for bit, on the committed model files (a coarse
