@@ -64,7 +64,7 @@ class BatchedField:
         if margin.min() < 3:
             raise ValueError(f'the SDF grid leaves {int(margin.min())} cells between the '
                              'surface and its border; the torch label backend needs 3 (use '
-                             "backend='numpy')")
+                             "backend='numpy': --label-backend numpy)")
         self.device = torch.device(device)
         self.data = torch.as_tensor(sdf.data.reshape(-1), dtype=F64, device=self.device)
         self.dims = [int(n) for n in sdf.dims]
