@@ -12,9 +12,21 @@ grasps (docs/notes/benchmarks/label_generation.md).
    dexnet's ``close_fingers`` from the open gripper (0.1 m) and ``get_grasp_score`` over the
    friction list 1.0 ... 0.1 - timed, and prorated to every cell of the object.
 
+3. ``backends`` (mmgrasp's environment): the label backends on one object from a mesh file
+   (``--mesh``, times ``--scale`` to metres; the numpy SDF written once under OUT): the numpy
+   reference and ``--today`` (a copy of an earlier ``object_labels.py``, e.g. ``git show
+   main:mmgrasp/datasets/labelgen/object_labels.py``) on every ``--every``-th label point,
+   prorated to the object (the work is per cell), the torch backend on every point and on the
+   same subset, each in a child process (wall time, peak RSS); μ and widths compared on the
+   subset; then the torch path's kernel launches, host syncs and peak live bytes per million
+   cells, counted on the CPU (``mmgrasp.analysis.dispatch_count``) over ``--count-points``
+   points.
+
     PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py mmgrasp /tmp/bench
     /work/venvs/graspnetapi/bin/python tools/analysis/benchmark_label_generation.py \\
         graspnetapi /tmp/bench
+    PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py backends data/duck \\
+        --mesh duck.obj --scale 0.05 --every 20 --today today_object_labels.py
 """
 import argparse
 import importlib.util
@@ -101,10 +113,118 @@ def run_graspnetapi(a) -> None:
     print(json.dumps(figures, indent=1))
 
 
+def _backend_child(out, backend, every, threads, today, queue):
+    torch = importlib.import_module('torch')
+    torch.set_num_threads(threads)
+    from mmgrasp.datasets.labelgen import model_points, object_grasp_labels
+    from mmgrasp.geometry import GRASPNET_GRIPPER, read_dexnet_sdf
+    model_dir = os.path.join(out, 'models', '000')
+    sdf = read_dexnet_sdf(os.path.join(model_dir, 'textured.sdf'))
+    points = np.load(os.path.join(out, 'label_points.npy'))[::every]
+    run = object_grasp_labels
+    kwargs = dict(backend=backend, device='cpu')
+    if today:
+        spec = importlib.util.spec_from_file_location('mmgrasp.datasets.labelgen._today', today)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        run, kwargs = module.object_grasp_labels, {}
+    t0 = time.perf_counter()
+    labels = run(sdf, points, model_points(model_dir), GRASPNET_GRIPPER, **kwargs)
+    seconds = time.perf_counter() - t0
+    np.savez(os.path.join(out, f'{backend}_{every}{"_today" if today else ""}.npz'),
+             scores=labels['scores'], width=labels['offsets'][..., 2],
+             collision=labels['collision'])
+    queue.put(dict(seconds=seconds, points=int(len(points)), cells=int(labels['scores'].size),
+                   feasible=float((labels['scores'] > 0).mean()),
+                   peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+
+def _spawn(*args):
+    ctx = mp.get_context('spawn')
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_backend_child, args=args + (queue, ))
+    proc.start()
+    figures = queue.get()
+    proc.join()
+    print(json.dumps(dict(args=[str(a) for a in args[1:]], **figures)), flush=True)
+    return figures
+
+
+def _count_torch(out, points: int) -> dict:
+    """Launches, syncs and peak live bytes of the torch backend on the first ``points`` label
+    points, per million cells (what a CUDA device would launch: each aten op reaching a
+    kernel, counted on the CPU)."""
+    import torch
+    from mmgrasp.analysis.dispatch_count import count_events, peak_bytes
+    from mmgrasp.datasets.labelgen import model_points, object_grasp_labels
+    from mmgrasp.geometry import GRASPNET_GRIPPER, read_dexnet_sdf
+    model_dir = os.path.join(out, 'models', '000')
+    sdf = read_dexnet_sdf(os.path.join(model_dir, 'textured.sdf'))
+    pts = np.load(os.path.join(out, 'label_points.npy'))
+    pts = pts[np.linspace(0, len(pts) - 1, points).astype(int)]
+    model = model_points(model_dir)
+
+    def run():
+        return object_grasp_labels(sdf, pts, model, GRASPNET_GRIPPER, backend='torch',
+                                    device='cpu')
+    cells = len(pts) * 300 * 12 * 4
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    parts = count_events(prof.events())
+    launches = sum(p['launches'] for p in parts.values())
+    syncs = sum(p['syncs'] for p in parts.values())
+    peak = peak_bytes(run, torch.device('cpu'), [])['peak']
+    return dict(count_points=len(pts), cells=cells, launches=launches, syncs=syncs,
+                peak_live_bytes=peak, launches_per_million_cells=launches * 1e6 / cells,
+                syncs_per_million_cells=syncs * 1e6 / cells,
+                peak_bytes_per_million_cells=peak * 1e6 / cells)
+
+
+def run_backends(a) -> None:
+    from mmgrasp.datasets.labelgen import TriangleMesh, label_points, read_mesh, write_model_files
+    model_dir = os.path.join(a.out, 'models', '000')
+    mesh = read_mesh(a.mesh)
+    mesh = TriangleMesh(mesh.vertices * a.scale, mesh.faces)
+    if not os.path.isfile(os.path.join(model_dir, 'textured.sdf')):
+        write_model_files(mesh, model_dir, sdf_backend='numpy')
+    points = label_points(mesh, a.voxel_size)
+    np.save(os.path.join(a.out, 'label_points.npy'), points)
+    print(json.dumps(dict(mesh=a.mesh, scale=a.scale, points=len(points),
+                          cells=len(points) * 14400, load=os.getloadavg())), flush=True)
+    figures = dict(points=int(len(points)), cells=int(len(points) * 14400),
+                   load_before=os.getloadavg())
+    runs = [('torch', a.every, a.threads, None), ('numpy', a.every, 1, None)]
+    if a.today:
+        runs.append(('numpy', a.every, 1, a.today))
+    if a.full:
+        runs.append(('torch', 1, a.threads, None))
+    for backend, every, threads, today in runs:
+        key = f'{backend}_{every}{"_today" if today else ""}'
+        figures[key] = _spawn(a.out, backend, every, threads, today)
+        figures[key]['prorated_seconds'] = figures[key]['seconds'] * figures['cells'] / \
+            figures[key]['cells']
+    sub = {k: np.load(os.path.join(a.out, f'{k}.npz')) for k in (f'numpy_{a.every}',
+                                                                 f'torch_{a.every}')}
+    ref, new = sub[f'numpy_{a.every}'], sub[f'torch_{a.every}']
+    figures['subset_differ'] = dict(mu=int((ref['scores'] != new['scores']).sum()),
+                                    width=int((ref['width'] != new['width']).sum()),
+                                    collision=int((ref['collision'] != new['collision']).sum()))
+    if a.full:
+        full = np.load(os.path.join(a.out, 'torch_1.npz'))
+        figures['full_vs_subset_differ'] = int((full['scores'][::a.every] !=
+                                                ref['scores']).sum())
+    figures['load_after'] = os.getloadavg()
+    if a.count_points:
+        figures['torch_counts'] = _count_torch(a.out, a.count_points)
+    with open(os.path.join(a.out, 'backends.json'), 'w') as f:
+        json.dump(figures, f, indent=1)
+    print(json.dumps(figures, indent=1))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('step', choices=['mmgrasp', 'graspnetapi'])
+    p.add_argument('step', choices=['mmgrasp', 'graspnetapi', 'backends'])
     p.add_argument('out')
     p.add_argument('--shape', default='cylinder')
     p.add_argument('--model', type=int, default=2)
@@ -112,9 +232,20 @@ def main(argv=None) -> None:
     p.add_argument('--backend', default='numpy', choices=['numpy', 'open3d'])
     p.add_argument('--max-memory', type=float, default=1.0, help='GiB')
     p.add_argument('--sample', type=int, default=2000, help='cells graspnetAPI judges')
+    p.add_argument('--mesh', help='backends: a mesh file (OBJ or PLY)')
+    p.add_argument('--scale', type=float, default=1.0, help='backends: mesh units to metres')
+    p.add_argument('--every', type=int, default=20,
+                   help='backends: the numpy paths label every n-th point')
+    p.add_argument('--threads', type=int, default=1,
+                   help='backends: torch threads (1 on a shared machine: idle threads spin)')
+    p.add_argument('--today', help="backends: an earlier object_labels.py to time as well")
+    p.add_argument('--full', action='store_true',
+                   help='backends: the torch backend on every point as well')
+    p.add_argument('--count-points', type=int, default=2,
+                   help='backends: label points of the launch count (0: none)')
     a = p.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    run_mmgrasp(a) if a.step == 'mmgrasp' else run_graspnetapi(a)
+    dict(mmgrasp=run_mmgrasp, graspnetapi=run_graspnetapi, backends=run_backends)[a.step](a)
 
 
 if __name__ == '__main__':

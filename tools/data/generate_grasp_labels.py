@@ -19,6 +19,8 @@ accepted mesh, times ``--scale``, writes under OUT:
 Objects run in ``--nproc`` processes, each written atomically with a ``%03d_labels.json`` stamp
 of its inputs and settings: a rerun skips objects whose stamp matches (``--force`` redoes
 them). ``--max-memory`` bounds each process's working memory (cells closed at once).
+``--label-backend torch`` (the default) computes the labels batched in torch, on CUDA when
+present (``--device``); ``numpy`` is the reference it is tested against.
 
     python tools/data/generate_grasp_labels.py my_meshes/ data/mine --nproc 2
     python tools/data/generate_grasp_labels.py my_meshes/ data/mine_narrow \\
@@ -55,6 +57,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--sdf-backend', choices=['open3d', 'numpy'], default='open3d',
                    help="mesh signed distances: open3d (pip install 'mmgrasp[labels]') or "
                         'numpy (exact brute force, for meshes of a few hundred triangles)')
+    p.add_argument('--label-backend', choices=['torch', 'numpy'], default='torch',
+                   help='the label physics: torch (batched; CUDA when present, else the CPU) '
+                        'or numpy (the reference; the same labels, slower)')
+    p.add_argument('--device', default=None,
+                   help="torch device of the torch backend (default: 'cuda' when present)")
     p.add_argument('--use-dexnet-sdf', action='store_true',
                    help='use a textured.sdf found beside a mesh instead of computing one')
     p.add_argument('--nproc', type=int, default=1, help='objects labelled in parallel')
@@ -70,7 +77,8 @@ def stamp_of(path: str, args, gripper) -> dict:
     return dict(mesh=os.path.abspath(path), size=st.st_size, mtime_ns=st.st_mtime_ns,
                 scale=args.scale, gripper=gripper.to_dict(), voxel_size=args.voxel_size,
                 sdf_resolution=args.sdf_resolution, sdf_backend=args.sdf_backend,
-                use_dexnet_sdf=args.use_dexnet_sdf, seed=args.seed, version=1)
+                use_dexnet_sdf=args.use_dexnet_sdf, seed=args.seed, version=1,
+                label_backend=args.label_backend)
 
 
 def main(argv=None) -> int:
@@ -126,7 +134,8 @@ def main(argv=None) -> int:
     with cf.ProcessPoolExecutor(max(1, args.nproc)) as pool:
         futures = {pool.submit(label_mesh_file, obj, path, args.out, gripper, args.voxel_size,
                                args.sdf_resolution, args.sdf_backend, args.max_memory,
-                               args.seed, args.use_dexnet_sdf, stamp): obj
+                               args.seed, args.use_dexnet_sdf, stamp, args.label_backend,
+                               args.device): obj
                    for obj, (path, stamp) in todo.items()}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             obj = futures[fut]

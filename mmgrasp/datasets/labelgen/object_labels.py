@@ -38,39 +38,112 @@ from ..synthetic.labels import JAW_CLEARANCE, MU_GRID, grasp_frames, points_coll
 BYTES_PER_CELL = 6000
 
 
+def field_lipschitz(sdf: SignedDistanceField) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on the trilinear field's partial derivatives (metres per metre), per axis: over
+    each grid cell and its 26 neighbours, (3, nx-1, ny-1, nz-1), and over the whole grid, (3,).
+    In a cell the derivative along x is a convex mix of the cell's 4 x-edge differences (the
+    same for y and z), so along a unit direction u the field changes at most
+    ``sum(|u_i| * bound_i)``."""
+    d = np.asarray(sdf.data, np.float64)
+    near = []
+    for axis in range(3):
+        e = np.abs(np.diff(d, axis=axis))
+        for other in range(3):
+            if other != axis:
+                n = e.shape[other]
+                e = np.maximum(e.take(range(n - 1), other), e.take(range(1, n), other))
+        e = np.pad(e / sdf.resolution * (1 + 1e-9), 1, mode='edge')  # 1e-9: its own rounding
+        for other in range(3):  # the largest over the 3 x 3 x 3 block of cells around each
+            n = e.shape[other]
+            e = np.maximum(np.maximum(e.take(range(n - 2), other),
+                                      e.take(range(1, n - 1), other)), e.take(range(2, n), other))
+        near.append(e)
+    near = np.stack(near)
+    return near, near.reshape(3, -1).max(1)
+
+
+def _step_bound(sdf: SignedDistanceField, lipschitz: tuple, grid: np.ndarray, axes: np.ndarray,
+                step: np.ndarray) -> np.ndarray:
+    """How fast the field can change along ``axes`` over steps from ``grid`` (inside the grid):
+    the start's neighbourhood bound for steps up to a cell (they stay in it), else the grid's."""
+    near, worst = lipschitz
+    cell = np.clip(np.floor(grid).astype(np.int64), 0, np.array(near.shape[1:]) - 1)
+    local = near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+    a = np.abs(axes)
+    rate = [a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2] for b in (local, worst[None])]
+    return np.where(step <= sdf.resolution, *rate)
+
+
+#: samples inside a sphere-tracing step that the Lipschitz bound does not certify
+SUBSTEPS = 16
+
+
 def exit_distance(sdf: SignedDistanceField, starts: np.ndarray, axes: np.ndarray,
-                  limit: float, bisections: int = 12) -> np.ndarray:
+                  limit: float, bisections: int = 12,
+                  lipschitz: Optional[tuple] = None) -> np.ndarray:
     """Distance t > 0 at which ``starts + t * axes`` (inside the object) first reaches the
-    surface of ``sdf``, NaN beyond ``limit``: sphere tracing (steps of 0.9 |SDF|, at least a
-    fifth of a cell, never past the surface of a field within 10 % of a distance), then
-    ``bisections`` halvings of the last step (12: below a micrometre for 2 mm cells)."""
+    surface of ``sdf``, NaN beyond ``limit``.
+
+    Sphere tracing (steps of 0.9 |SDF|, at least a fifth of a cell), each step checked as it
+    is taken: the segment stays inside when the balls |SDF| / L around its two ends cover it
+    (L: the bound of :func:`field_lipschitz` along the line, its start's neighbourhood's for
+    steps up to a cell, the grid's for longer ones); where they leave a gap, the step is
+    sampled at its ``SUBSTEPS`` points in the gap, and the first sample outside ends the
+    trace. So the trace does not pass a sliver of the outside thinner than a step (as plain
+    sphere tracing's shortest steps do where the jaw line grazes the surface): only one
+    thinner than a sixteenth of a step, in a gap the balls leave, can still be crossed. The
+    last step, whose end is outside, is then halved ``bisections`` times (12: below a
+    micrometre for 2 mm cells). ``lipschitz``: :func:`field_lipschitz` of ``sdf`` (computed
+    when None)."""
+    lipschitz = field_lipschitz(sdf) if lipschitz is None else lipschitz
     k = len(starts)
     t = np.zeros(k)
-    prev = np.zeros(k)
-    active = np.ones(k, bool)
-    hit = np.zeros(k, bool)
+    value = sdf(sdf.to_grid(starts))
+    lo, hi = np.zeros(k), np.full(k, np.nan)
+    active = value < 0
+    hi[~active] = 0.0  # a start on or outside the surface: no step
     min_step = 0.2 * sdf.resolution
+    frac = np.arange(1, SUBSTEPS) / SUBSTEPS
     while active.any():
         idx = np.flatnonzero(active)
-        value = sdf(sdf.to_grid(starts[idx] + t[idx, None] * axes[idx]))
-        out = value >= 0
-        hit[idx[out]] = True
-        inside = idx[~out]
-        prev[inside] = t[inside]
-        t[inside] += np.maximum(0.9 * -value[~out], min_step)
-        gone = inside[t[inside] > limit]
+        v0, t0 = value[idx], t[idx]
+        step = np.maximum(0.9 * -v0, min_step)
+        t1 = t0 + step
+        v1 = sdf(sdf.to_grid(starts[idx] + t1[:, None] * axes[idx]))
+        bound = _step_bound(sdf, lipschitz, sdf.to_grid(starts[idx] + t0[:, None] * axes[idx]),
+                            axes[idx], step)
+        check = np.flatnonzero((-v0 - v1) < bound * step)  # not certified: sample the step
+        if len(check):
+            ts = t0[check, None] + step[check, None] * frac  # (m, SUBSTEPS - 1)
+            j = idx[check]
+            with np.errstate(divide='ignore'):  # a zero bound: a constant field
+                reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
+            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
+                ~(t1[check, None] - ts < reach1[:, None])  # samples neither ball covers
+            sub = np.zeros(ts.shape, bool)
+            sub[gap] = sdf(sdf.to_grid(starts[j, None] + ts[..., None] * axes[j, None])[gap]) >= 0
+            crossed = np.flatnonzero(sub.any(1))
+            first = np.argmax(sub[crossed], 1)
+            v1[check[crossed]] = 0.0  # ends outside: bracketed below
+            t1[check[crossed]] = ts[crossed, first]
+            t0[check[crossed]] = np.where(first > 0, ts[crossed, np.maximum(first - 1, 0)],
+                                          t0[check[crossed]])
+        out = v1 >= 0
+        lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
+        moved = idx[~out]
+        t[moved], value[moved] = t1[~out], v1[~out]
         active[idx[out]] = False
-        active[gone] = False
-    lo, hi = prev[hit], t[hit]
+        active[moved[t[moved] > limit]] = False
+    hit = np.flatnonzero(np.isfinite(hi) & (hi > 0))
+    lo_h, hi_h = lo[hit], hi[hit]
     s, u = starts[hit], axes[hit]
     for _ in range(bisections):
-        mid = (lo + hi) / 2
+        mid = (lo_h + hi_h) / 2
         out = sdf(sdf.to_grid(s + mid[:, None] * u)) >= 0
-        hi, lo = np.where(out, mid, hi), np.where(out, lo, mid)
-    result = np.full(k, np.nan)
-    result[hit] = hi
-    result[result > limit] = np.nan
-    return result
+        hi_h, lo_h = np.where(out, mid, hi_h), np.where(out, lo_h, mid)
+    hi[hit] = hi_h
+    hi[hi > limit] = np.nan
+    return hi
 
 
 def label_grasps(points: np.ndarray, gripper: Gripper = GRASPNET_GRIPPER):
@@ -91,7 +164,8 @@ def jaw_axes(rot: np.ndarray) -> np.ndarray:
 def object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
                         model_points: np.ndarray, gripper: Gripper = GRASPNET_GRIPPER,
                         clearance: float = JAW_CLEARANCE, max_cells: int = 200_000,
-                        progress: Optional[Callable[[int, int], None]] = None) -> dict:
+                        progress: Optional[Callable[[int, int], None]] = None,
+                        backend: str = 'numpy', device: Optional[str] = None) -> dict:
     """The ``grasp_label/%03d_labels.npz`` arrays of one object.
 
     Args:
@@ -103,13 +177,23 @@ def object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
         clearance: how far outside the surface each jaw starts, metres.
         max_cells: cells whose jaws close at once (memory: about ``BYTES_PER_CELL`` each).
         progress: called with (points done, points) after each chunk.
+        backend: ``'numpy'`` (this module: the evaluator's own functions, the reference) or
+            ``'torch'`` (:mod:`.batched`: the same physics batched in torch, on ``device``).
+        device: the torch device of the ``'torch'`` backend (None: CUDA when present).
 
     Returns:
         dict(points (Np, 3) float32, offsets (Np, V, A, D, 3) float32 (angle, depth, width),
         collision (Np, V, A, D) bool, scores (Np, V, A, D) float32 μ or -1).
     """
+    if backend == 'torch':
+        from .batched import batched_object_grasp_labels
+        return batched_object_grasp_labels(sdf, points, model_points, gripper, clearance,
+                                           max_cells, progress, device)
+    if backend != 'numpy':
+        raise ValueError(f"label backend {backend!r}: expected 'numpy' or 'torch'")
     points = np.asarray(points, np.float32).reshape(-1, 3)
     v, a, d = gripper.grid
+    lipschitz = field_lipschitz(sdf)
     rot, _, depths = label_grasps(points[:0], gripper)
     axes = jaw_axes(rot)  # (V, A, 3)
     shape = (len(points), v, a, d)
@@ -125,7 +209,8 @@ def object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
         u = axes[vi].reshape(-1, 3)
         limit = gripper.max_width / 2
         with np.errstate(invalid='ignore'):
-            both = exit_distance(sdf, np.concatenate([c, c]), np.concatenate([u, -u]), limit)
+            both = exit_distance(sdf, np.concatenate([c, c]), np.concatenate([u, -u]), limit,
+                                 lipschitz=lipschitz)
             half = np.maximum(both[:len(c)], both[len(c):])
             w = (2 * half + 2 * clearance).astype(np.float32)
             ok = np.isfinite(half) & (w.astype(np.float64) <= gripper.max_width)

@@ -114,11 +114,13 @@ def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
                     gripper: Gripper = GRASPNET_GRIPPER, voxel_size: float = LABEL_VOXEL,
                     resolution: float = SDF_RESOLUTION, sdf_backend: str = 'open3d',
                     max_cells: int = 200_000, seed: int = 0, dexnet_sdf: Optional[str] = None,
-                    progress: Optional[Callable[[int, int], None]] = None) -> dict:
+                    progress: Optional[Callable[[int, int], None]] = None,
+                    label_backend: str = 'numpy', device: Optional[str] = None) -> dict:
     """Write ``models/%03d/`` and ``grasp_label/%03d_labels.npz`` of one object under ``root``
     and return the label arrays. ``dexnet_sdf``: a dexnet ``textured.sdf`` of the object to use
     as it is (copied, with the ``nontextured.ply`` beside it when there is one) instead of one
-    computed from the mesh."""
+    computed from the mesh. ``label_backend``, ``device``: :func:`object_grasp_labels`'s
+    ``backend`` and ``device``."""
     model_dir = os.path.join(root, 'models', f'{obj_id:03d}')
     if dexnet_sdf is None:
         write_model_files(mesh, model_dir, resolution, sdf_backend, seed)
@@ -133,7 +135,8 @@ def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
     sdf: SignedDistanceField = read_dexnet_sdf(os.path.join(model_dir, 'textured.sdf'))
     points = label_points(mesh, voxel_size, seed)
     labels = object_grasp_labels(sdf, points, model_points(model_dir), gripper,
-                                 max_cells=max_cells, progress=progress)
+                                 max_cells=max_cells, progress=progress,
+                                 backend=label_backend, device=device)
     os.makedirs(os.path.join(root, 'grasp_label'), exist_ok=True)
     save_labels(os.path.join(root, 'grasp_label', f'{obj_id:03d}_labels.npz'), labels)
     return labels
@@ -141,7 +144,8 @@ def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
 
 def label_mesh_file(obj: int, path: str, root: str, gripper: Gripper, voxel_size: float,
                     resolution: float, sdf_backend: str, max_memory: float, seed: int,
-                    use_dexnet_sdf: bool, stamp: dict) -> tuple:
+                    use_dexnet_sdf: bool, stamp: dict, label_backend: str = 'numpy',
+                    device: Optional[str] = None) -> tuple:
     """One object of ``tools/data/generate_grasp_labels.py`` (a process of its pool):
     :func:`generate_object` on the mesh file, then the ``%03d_labels.json`` stamp that marks it
     done. ``max_memory``: GiB of working memory. Returns (id, points, share of feasible cells,
@@ -152,7 +156,8 @@ def label_mesh_file(obj: int, path: str, root: str, gripper: Gripper, voxel_size
     max_cells = max(1000, int(max_memory * 2 ** 30 / BYTES_PER_CELL))
     labels = generate_object(mesh, root, obj, gripper, voxel_size, resolution, sdf_backend,
                              max_cells, seed,
-                             sdf if use_dexnet_sdf and os.path.isfile(sdf) else None)
+                             sdf if use_dexnet_sdf and os.path.isfile(sdf) else None,
+                             label_backend=label_backend, device=device)
     out = os.path.join(root, 'grasp_label', f'{obj:03d}_labels.json')
     with open(out + '.tmp', 'w') as f:
         json.dump(stamp, f, indent=1, sort_keys=True)

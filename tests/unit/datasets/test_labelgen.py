@@ -6,11 +6,12 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 from mmgrasp.datasets.labelgen import (TriangleMesh, label_points, mesh_signed_distance,
                                        model_points, object_grasp_labels, read_mesh,
                                        write_mesh_ply, write_model_files)
-from mmgrasp.datasets.labelgen import object_labels
+from mmgrasp.datasets.labelgen import batched, object_labels
 from mmgrasp.datasets.labelgen.mesh import (SURFACE_DENSITY, sample_surface, surface_area,
                                             write_mesh_obj)
 from mmgrasp.datasets.labelgen.object_labels import jaw_axes, label_grasps
@@ -189,10 +190,41 @@ def test_labels_agree_with_the_synthetic_writer_every_difference_explained(gener
 
 
 # mutants ------------------------------------------------------------------------------------
-def _mutant_labels(g, monkeypatch, target, replacement):
-    monkeypatch.setattr(object_labels, target, replacement)
-    return object_grasp_labels(g['sdf'], g['model'].points, model_points(g['model_dir']),
-                               GRIPPER)
+def _mutants(backend):
+    """(module, name, replacement) of each mutant on ``backend``'s path: a wrong friction
+    cone (the test run at twice the coefficients), a shifted depth (the jaws close 5 mm deeper
+    than the cell's depth), a missing self-collision (the point test skipped)."""
+    if backend == 'numpy':
+        fc, grasps = object_labels.force_closure_min_friction, object_labels.label_grasps
+        return dict(
+            cone=(object_labels, 'force_closure_min_friction',
+                  lambda c1, n1, c2, n2, mus: fc(c1, n1, c2, n2, 2 * mus) / 2),
+            depth=(object_labels, 'label_grasps', lambda p, gr: (
+                lambda r, c, d: (r, c + 0.005 * r[None, :, None, 0, :, 0], d))(*grasps(p, gr))),
+            collision=(object_labels, 'points_collision',
+                       lambda mu, *a, **k: np.zeros(mu.shape, bool)))
+    mf, centres = batched.min_friction, batched.cell_centres
+    return dict(
+        cone=(batched, 'min_friction', lambda alpha, mus=MU_GRID: mf(alpha, 2 * mus) / 2),
+        depth=(batched, 'cell_centres', lambda x, depths, p: centres(x, depths + 0.005, p)),
+        collision=(batched, 'self_collision', lambda mu, *a, **k: np.zeros(mu.shape, bool)))
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread (on a loaded 2-core machine a second one spins), restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _mutant_labels(g, monkeypatch, backend, mutant):
+    """The mutant's labels of the first 6 label points (each mutant already fails there)."""
+    module, target, replacement = _mutants(backend)[mutant]
+    monkeypatch.setattr(module, target, replacement)
+    return object_grasp_labels(g['sdf'], g['model'].points[:6], model_points(g['model_dir']),
+                               GRIPPER, backend=backend, device='cpu')
 
 
 def _judged_equal(g, labels):
@@ -201,24 +233,15 @@ def _judged_equal(g, labels):
     return np.array_equal(np.float32(judged), labels['scores'][tuple(cells.T)])
 
 
-def test_mutants_fail_the_checks(generated, monkeypatch):
+@pytest.mark.parametrize('backend', ['numpy', 'torch'])
+def test_mutants_fail_the_checks(generated, monkeypatch, backend, one_thread):
     g = generated['lshape']
     assert _judged_equal(g, g['labels'])
-    fc = object_labels.force_closure_min_friction
-    # a wrong friction cone: the test run at twice the coefficients
-    wrong_cone = _mutant_labels(g, monkeypatch, 'force_closure_min_friction',
-                                lambda c1, n1, c2, n2, mus: fc(c1, n1, c2, n2, 2 * mus) / 2)
-    assert not _judged_equal(g, wrong_cone)
+    assert not _judged_equal(g, _mutant_labels(g, monkeypatch, backend, 'cone'))
     monkeypatch.undo()
-    # a shifted depth: the jaws close 5 mm deeper than the cell's depth
-    grasps = object_labels.label_grasps
-    shifted = _mutant_labels(g, monkeypatch, 'label_grasps', lambda p, gr: (
-        lambda r, c, d: (r, c + 0.005 * r[None, :, None, 0, :, 0], d))(*grasps(p, gr)))
-    assert not _judged_equal(g, shifted)
+    assert not _judged_equal(g, _mutant_labels(g, monkeypatch, backend, 'depth'))
     monkeypatch.undo()
-    # a missing self-collision: the point test skipped
-    free = _mutant_labels(g, monkeypatch, 'points_collision',
-                          lambda mu, *a, **k: np.zeros(mu.shape, bool))
+    free = _mutant_labels(g, monkeypatch, backend, 'collision')
     cells = np.argwhere(free['scores'] > 0)
     hit, _ = gripper_collision(label_rows(free, GRIPPER, cells), model_points(g['model_dir']),
                                empty_thresh=0)
@@ -226,27 +249,32 @@ def test_mutants_fail_the_checks(generated, monkeypatch):
     monkeypatch.undo()
 
 
-def test_flipped_normals_mutant(generated, monkeypatch):
+@pytest.mark.parametrize('backend', ['numpy', 'torch'])
+def test_flipped_normals_mutant(generated, monkeypatch, backend, one_thread):
     """The antipodal test takes either orientation of a contact normal (graspnetAPI's
     use_abs_value=True), so one flipped contact normal changes no label; a flipped field (every
     normal pointing in: the SDF's sign) labels the outside and the comparison with the synthetic
     writer fails."""
     g = generated['box']
-    close = object_labels.close_jaws
+    if backend == 'numpy':  # the torch path returns the antipodal angle, not the normals
+        close = object_labels.close_jaws
 
-    def flip_first(*args, **kwargs):
-        found, q, n = close(*args, **kwargs)
-        n[:, 0] = -n[:, 0]
-        return found, q, n
-    same = _mutant_labels(g, monkeypatch, 'close_jaws', flip_first)
-    np.testing.assert_array_equal(same['scores'], g['labels']['scores'])
-    monkeypatch.undo()
+        def flip_first(*args, **kwargs):
+            found, q, n = close(*args, **kwargs)
+            n[:, 0] = -n[:, 0]
+            return found, q, n
+        monkeypatch.setattr(object_labels, 'close_jaws', flip_first)
+        same = object_grasp_labels(g['sdf'], g['model'].points, model_points(g['model_dir']),
+                                   GRIPPER)
+        np.testing.assert_array_equal(same['scores'], g['labels']['scores'])
+        monkeypatch.undo()
     inverted = g['sdf'].with_surface_sample(g['sdf'].surface_sample)
     inverted.data = -inverted.data
-    labels = object_grasp_labels(inverted, g['model'].points, model_points(g['model_dir']),
-                                 GRIPPER)
+    points = g['model'].points[:6]
+    labels = object_grasp_labels(inverted, points, model_points(g['model_dir']), GRIPPER,
+                                 backend=backend, device='cpu')
     out = compare_tool.compare(g['model'], GRIPPER, labels['scores'],
-                               labels['offsets'][..., 2], inverted, g['model'].points)
+                               labels['offsets'][..., 2], inverted, points)
     assert out['unexplained'] > 0 or out['both_feasible'] < 0.5 * out['syn_feasible'], out
 
 

@@ -1,0 +1,452 @@
+"""The label grids of :mod:`.object_labels` batched in torch, on the CPU or a CUDA device: the
+same cells, the same physics, the same float64 operations where they are elementwise.
+
+Per chunk of label points, every step runs on whole tensors, and the cells that cannot hold
+leave before the costly steps: centres outside the object (one lookup); a first exit wider
+than the gripper (the other side is not traced); contacts not found on the first jaw (the
+second jaw is not closed); a first contact whose normal already leaves the widest friction
+cone (the second normal is not fitted). What differs from the numpy reference, and why the
+labels still agree (tests/unit/datasets/test_labelgen_batched.py; the differing cells of a
+full object are counted in docs/notes/benchmarks/label_generation.md):
+
+- the jaws' contact search evaluates its samples a window at a time from the open jaw and
+  skips samples the field's Lipschitz bound proves far from the surface (the numpy path
+  evaluates every sample of every line); the first accepted sample is the same;
+- dexnet's quadratic fit is solved in closed form (Cramer's rule, the roots in LAPACK's order:
+  the larger first) where numpy calls LAPACK (``solve``, ``eigvals``), and the plane fit of a
+  normal takes the eigenvector of the probes' 3 x 3 scatter where numpy takes the SVD of the
+  probes: last-bit differences, mostly erased by the float32 casts that follow, that move a
+  label only where an antipodal angle ties a friction cone;
+- points outside the SDF's grid take a positive stand-in (their distance to the grid plus two
+  surface bands) instead of dexnet's nearest-surface-cell rule: both are outside and off the
+  surface band, which is all the labels read there, given the grid's margin (at least 3
+  cells between the surface and the border, checked).
+
+Widths are the numpy path's bit for bit (sphere tracing and bisection are elementwise).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from mmgrasp.geometry import Gripper, SignedDistanceField
+from ..synthetic.labels import MU_GRID, grasp_frames
+from .object_labels import SUBSTEPS, field_lipschitz, jaw_axes
+
+F64 = torch.float64
+_CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
+            (1, 1, 1))  # dexnet's order, as mmgrasp.geometry.sdf
+#: samples of a jaw's line of action evaluated per round of the contact search
+WINDOW = 6
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row dot products of (K, 3) tensors, summed in numpy's order (x, y, then z)."""
+    return a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
+
+
+def _norm(a: torch.Tensor) -> torch.Tensor:
+    return torch.sqrt(_dot(a, a))
+
+
+def default_device() -> torch.device:
+    return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+
+
+class BatchedField:
+    """A :class:`SignedDistanceField` as tensors on ``device``: trilinear values in dexnet's
+    corner order, float32 on every change of frame, the plane-fit normals."""
+
+    def __init__(self, sdf: SignedDistanceField, device):
+        margin = np.minimum(sdf.surface_cells.min(0), sdf.dims - 1 - sdf.surface_cells.max(0))
+        if margin.min() < 3:
+            raise ValueError(f'the SDF grid leaves {int(margin.min())} cells between the '
+                             'surface and its border; the torch label backend needs 3 (use '
+                             "backend='numpy': --label-backend numpy)")
+        self.device = torch.device(device)
+        self.data = torch.as_tensor(sdf.data.reshape(-1), dtype=F64, device=self.device)
+        self.dims = [int(n) for n in sdf.dims]
+        self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)
+        self.inv_res, self.res = sdf._inv_res, sdf.resolution
+        self.shift = torch.as_tensor(sdf._grid_shift, dtype=F64, device=self.device)
+        self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
+        self.thresh = sdf.surface_thresh
+        near, worst = field_lipschitz(sdf)
+        self.near = torch.as_tensor(near, dtype=F64, device=self.device)
+        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
+        self.corners = torch.tensor(_CORNERS, dtype=torch.int64, device=self.device)
+        steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
+        d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
+        norm = d.norm(dim=1, keepdim=True)
+        self.probes = torch.where(norm > 0, 1.5 * d / norm.clamp_min(1e-300), d).to(self.device)
+
+    def to_grid(self, p: torch.Tensor) -> torch.Tensor:
+        return p.to(torch.float32).to(F64) * self.inv_res + self.shift
+
+    def to_object(self, g: torch.Tensor) -> torch.Tensor:
+        return g.to(torch.float32).to(F64) * self.res + self.origin
+
+    def __call__(self, grid: torch.Tensor) -> torch.Tensor:
+        """Signed distances at grid coordinates (..., 3): ``SignedDistanceField.__call__``'s
+        float operations in its order, on the three coordinate columns."""
+        shape = grid.shape[:-1]
+        cols = grid.reshape(-1, 3).T.contiguous()
+        nx, ny, nz = self.dims
+        outside = torch.zeros(cols.shape[1], dtype=torch.bool, device=grid.device)
+        gap = torch.zeros(cols.shape[1], dtype=F64, device=grid.device)
+        weights, index, valid = [], None, []
+        for axis, n in enumerate(self.dims):
+            c = cols[axis]
+            bad = (c < 0) | (c >= n)
+            outside |= bad
+            off = torch.where(c < 0, -c, torch.clamp_min(c - (n - 1), 0.0))
+            gap += off * off
+            c = torch.where(bad, 0.0, torch.clamp_max(c, n - 1.0))
+            base = torch.floor(c)
+            weights.append((-(base - c).abs() + 1, -(base + 1 - c).abs() + 1))
+            valid.append(base + 1 < n)
+            b = base.long()
+            index = b if index is None else index * n + b
+        sd = torch.zeros_like(gap)
+        strides = (ny * nz, nz, 1)
+        for corner in _CORNERS:
+            flat = index + sum(o * st for o, st in zip(corner, strides))
+            ok = None
+            for axis, o in enumerate(corner):
+                if o:
+                    ok = valid[axis] if ok is None else ok & valid[axis]
+            v = self.data[flat if ok is None else torch.where(ok, flat, 0)]
+            if ok is not None:
+                v = torch.where(ok, v, 0.0)
+            sd = sd + weights[0][corner[0]] * weights[1][corner[1]] * weights[2][corner[2]] * v
+        gap = torch.sqrt(gap) * self.res + 2 * self.thresh
+        return torch.where(outside, gap, sd).reshape(shape)
+
+    def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """``object_labels._step_bound``: the field's rate of change along ``axes``."""
+        n = self.near.shape[1:]
+        cell = torch.floor(grid).long()
+        cell = torch.stack([cell[:, i].clamp(0, n[i] - 1) for i in range(3)], 1)
+        local = self.near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+        a = axes.abs()
+        return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
+
+    def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
+        valid = self(grid).abs() < self.thresh
+        probes = grid[:, None, :] + self.probes[None]
+        on = (self(probes).abs() < self.thresh)[..., None]
+        count = on.sum(1).clamp_min(1)
+        mean = torch.where(on, probes, 0.0).sum(1) / count
+        centred = torch.where(on, probes - mean[:, None, :], 0.0)
+        scatter = centred.transpose(1, 2) @ centred
+        normals = torch.linalg.eigh(scatter)[1][:, :, 0].contiguous()
+        flip = self(grid + normals * 0.01) < self(grid)
+        normals = torch.where(flip[:, None], -normals, normals)
+        return torch.where(valid[:, None], normals, torch.nan), valid
+
+
+def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
+                  bisections: int = 12) -> torch.Tensor:
+    """:func:`.object_labels.exit_distance` (sphere tracing whose steps the Lipschitz bound
+    does not cover are sampled, then bisection), the same operations on tensors; rays leave
+    the batch as they finish."""
+    k = len(starts)
+    t = torch.zeros(k, dtype=F64, device=starts.device)
+    value = field(field.to_grid(starts))
+    lo, hi = torch.zeros_like(t), torch.full_like(t, torch.nan)
+    hi[value >= 0] = 0.0
+    idx = torch.nonzero(value < 0)[:, 0]
+    min_step = 0.2 * field.res
+    frac = torch.arange(1, SUBSTEPS, dtype=F64, device=starts.device) / SUBSTEPS
+    while len(idx):
+        v0, s, u, t0 = value[idx], starts[idx], axes[idx], t[idx]
+        step = torch.clamp_min(0.9 * -v0, min_step)
+        t1 = t0 + step
+        v1 = field(field.to_grid(s + t1[:, None] * u))
+        bound = field.bound(field.to_grid(s + t0[:, None] * u), u, step)
+        check = torch.nonzero((-v0 - v1) < bound * step)[:, 0]
+        if len(check):
+            ts = t0[check, None] + step[check, None] * frac
+            reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
+            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
+                ~(t1[check, None] - ts < reach1[:, None])
+            r, k = torch.nonzero(gap, as_tuple=True)
+            sub = torch.zeros(ts.shape, dtype=torch.bool, device=ts.device)
+            sub[r, k] = field(field.to_grid(s[check[r]] + ts[r, k, None] * u[check[r]])) >= 0
+            crossed = sub.any(1)
+            first = torch.argmax(sub.to(torch.uint8), 1)
+            rows = check[crossed]
+            fc = first[crossed]
+            tc = ts[crossed]
+            v1[rows] = 0.0
+            t1[rows] = tc.gather(1, fc[:, None])[:, 0]
+            t0[rows] = torch.where(fc > 0, tc.gather(1, (fc - 1).clamp_min(0)[:, None])[:, 0],
+                                   t0[rows])
+        out = v1 >= 0
+        lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
+        moved = idx[~out]
+        t[moved], value[moved] = t1[~out], v1[~out]
+        idx = moved[t1[~out] <= limit]
+    hit = torch.nonzero(torch.isfinite(hi) & (hi > 0))[:, 0]
+    lo_h, hi_h, s, u = lo[hit], hi[hit], starts[hit], axes[hit]
+    for _ in range(bisections):
+        mid = (lo_h + hi_h) / 2
+        out = field(field.to_grid(s + mid[:, None] * u)) >= 0
+        hi_h, lo_h = torch.where(out, mid, hi_h), torch.where(out, lo_h, mid)
+    hi[hit] = hi_h
+    return torch.where(hi > limit, torch.nan, hi)
+
+
+def _zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
+    """dexnet's ``find_zero_crossing_quadratic`` (mmgrasp.geometry.contacts), closed form."""
+    v = x2 - x1
+    v = v / _norm(v)[:, None]
+    nonzero = v != 0
+    first = torch.argmax(nonzero.to(torch.uint8), dim=1, keepdim=True)
+    has_axis = nonzero.gather(1, first)[:, 0]
+    vf = torch.where(has_axis, v.gather(1, first)[:, 0], 1.0)
+    t2 = (x2 - x1).gather(1, first)[:, 0] / vf
+    t3 = (x3 - x1).gather(1, first)[:, 0] / vf
+    det = t2 * t2 * t3 - t3 * t3 * t2
+    ok = has_axis & (det.abs() > 0)
+    det = torch.where(ok, det, 1.0)
+    a = ((y2 - y1) * t3 - (y3 - y1) * t2) / det
+    b = (t2 * t2 * (y3 - y1) - t3 * t3 * (y2 - y1)) / det
+    c = y1
+    a, b = torch.where(ok, a, 0.0), torch.where(ok, b, 0.0)
+    ok &= torch.isfinite(a) & torch.isfinite(b) & torch.isfinite(c)
+    quad = ok & (a != 0)
+    safe_a = torch.where(quad, a, 1.0)
+    p = -b / (2 * safe_a)
+    disc = p * p - c / safe_a
+    real = quad & (disc >= 0)
+    root = torch.sqrt(torch.where(real, disc, 0.0))
+    big = p + torch.where(p >= 0, root, -root)  # LAPACK's first eigenvalue: the larger one
+    small = torch.where(big != 0, (c / safe_a) / torch.where(big != 0, big, 1.0), 0.0)
+    tail = quad & (c == 0)
+    big = torch.where(tail, -b / safe_a, big)
+    small = torch.where(tail, 0.0, small)
+    real = real | tail
+
+    def admissible(r):
+        return real & (r >= 0) & (r <= 10)
+    t_zc = torch.where(admissible(small), small, torch.where(admissible(big), big,
+                                                             -b / torch.where(a != 0, 2 * a,
+                                                                              1.0)))
+    ok &= (a.abs() >= 1e-10) & (t_zc >= -eps) & (t_zc <= eps)
+    return x1 + t_zc[:, None] * v, ok
+
+
+def find_contacts(field: BatchedField, start, direction, step, half, counts):
+    """dexnet's ``find_contact`` along K lines of action (samples ``start + t * direction``,
+    t = i * step, the last exactly ``half``): (found (K,), zero crossing in grid coordinates).
+    Samples are evaluated ``WINDOW`` at a time from the open jaw; after each window the
+    samples the Lipschitz bound keeps off the surface band are skipped."""
+    k = len(start)
+    dev = start.device
+    found = torch.zeros(k, dtype=torch.bool, device=dev)
+    point = torch.zeros(k, 3, dtype=F64, device=dev)
+    j0 = torch.zeros(k, dtype=torch.int64, device=dev)
+    idx = torch.arange(k, device=dev)
+    offsets = torch.arange(-2, WINDOW + 1, device=dev)
+    while len(idx):
+        n = counts[idx]
+        cols = j0[idx, None] + offsets  # (m, WINDOW + 3): two before, one after
+        inside = (cols >= 0) & (cols < n[:, None])
+        colc = cols.clamp(0)
+        t = torch.where(colc == n[:, None] - 1, half[idx, None], colc * step[idx, None])
+        grid = field.to_grid(start[idx, None] + t[..., None] * direction[idx, None])
+        values = torch.where(inside, field(grid), torch.nan)
+        cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
+        c = cols[:, 2:-1]
+        last, first = c == n[:, None] - 1, c == 0
+        rel = torch.arange(2, WINDOW + 2, device=dev).expand_as(c)
+        i0 = torch.where(first, rel, torch.where(last, rel - 2, rel - 1))
+        i1 = torch.where(first, rel + 1, torch.where(last, rel - 1, rel))
+        i2 = torch.where(first, rel + 2, torch.where(last, rel, rel + 1))
+        r, col = torch.nonzero(cand, as_tuple=True)
+        accepted = torch.zeros_like(cand)
+        zc = torch.zeros(cand.shape + (3,), dtype=F64, device=dev)
+        if len(r):
+            a0, a1, a2 = i0[r, col], i1[r, col], i2[r, col]
+            pts, ok = _zero_crossing(grid[r, a0], values[r, a0], grid[r, a1], values[r, a1],
+                                     grid[r, a2], values[r, a2])
+            here = values[r, col + 2].abs()
+            veto = ~last[r, col] & (values[r, col + 3].abs() < here)
+            accepted[r, col] = ok & ~veto
+            zc[r, col] = pts
+        hit = accepted.any(1)
+        at = torch.argmax(accepted.to(torch.uint8), dim=1)
+        found[idx[hit]] = True
+        point[idx[hit]] = zc[hit, at[hit]]
+        nxt = j0[idx] + WINDOW
+        v_next = values[:, WINDOW + 2]  # the sample at the next window's start
+        rate = _dot(direction[idx].abs(), field.worst[None])
+        skip = torch.floor((v_next - field.thresh) / (rate * step[idx])) - 1
+        skip = torch.where(torch.isfinite(skip), skip.clamp(0, 1 << 20), 0).long()
+        j0[idx] = nxt + skip
+        idx = idx[~hit & (j0[idx] < n)]
+    return found, point
+
+
+def close_jaws(field: BatchedField, centers, axes, widths, cones: torch.Tensor,
+               samples_per_grid: int = 2):
+    """:func:`mmgrasp.geometry.close_jaws` on tensors, returning the contacts' antipodal
+    angle (NaN where a contact or normal is not found; the second normal is fitted only where
+    the first contact's angle is within the widest cone ``cones[-1]``)."""
+    k = len(centers)
+    width_grid = widths * (1.0 / field.res)
+    counts = (samples_per_grid * width_grid / 2).long().clamp_min(3)
+    half = widths / 2 - 0.0 / 2
+    step = half / (counts - 1)
+    points, in_dirs = [], []
+    found = torch.ones(k, dtype=torch.bool, device=centers.device)
+    for sign in (-1.0, 1.0):
+        start = centers + sign * (widths / 2.0)[:, None] * axes
+        direction = -sign * axes
+        rows = torch.nonzero(found)[:, 0]
+        f, zc = find_contacts(field, start[rows], direction[rows], step[rows], half[rows],
+                              counts[rows])
+        found[rows[~f]] = False
+        point = torch.full((k, 3), torch.nan, dtype=F64, device=centers.device)
+        point[rows] = field.to_object(zc)
+        first = field.to_grid(start)
+        end = field.to_grid(start + half[:, None] * direction)
+        in_dir = (end - first) / _norm(end - first)[:, None]
+        points.append(point)
+        in_dirs.append(in_dir.to(torch.float32).to(F64))
+    alpha = torch.full((k,), torch.nan, dtype=F64, device=centers.device)
+    rows = torch.nonzero(found)[:, 0]
+    angles = []
+    for jaw in (0, 1):
+        q, other = points[jaw][rows], points[1 - jaw][rows]
+        normal, valid = field.normals(field.to_grid(q))
+        flip = _dot(in_dirs[jaw][rows], normal) > 0
+        normal = torch.where(flip[:, None], -normal, normal).to(torch.float32).to(F64)
+        angle = _angle(q, normal, other)
+        angle = torch.where(valid, angle, torch.nan)
+        if jaw == 0:  # the first contact already outside every cone: the grasp fails
+            keep = ~(angle > cones[-1]) & ~torch.isnan(angle)
+            rows, angle = rows[keep], angle[keep]
+        angles.append(angle)
+    alpha[rows] = torch.maximum(angles[0], angles[1])
+    same = (points[0][rows] == points[1][rows]).all(1)
+    alpha[rows[same]] = torch.nan
+    return alpha
+
+
+def _angle(point, normal, other):
+    """antipodal_angles' angle at one contact (mmgrasp.geometry.force_closure)."""
+    diff = other - point
+    n = -normal
+    proj = _dot(n, diff).abs() / _norm(n)
+    cosine = proj / _norm(diff)
+    return torch.where(cosine > 1, 0.0, torch.arccos(torch.clamp_max(cosine, 1.0)))
+
+
+def min_friction(alpha: torch.Tensor, coefficients=MU_GRID) -> torch.Tensor:
+    """force_closure_min_friction's walk down the coefficients, from the antipodal angle."""
+    score = torch.full_like(alpha, -1.0)
+    alive = ~torch.isnan(alpha)
+    for mu in np.sort(np.asarray(coefficients, np.float64))[::-1]:
+        alive &= ~(alpha > float(np.arctan(mu)))
+        score = torch.where(alive, round(float(mu), 2), score)
+    return score
+
+
+def self_collision(mu, width, points, gripper: Gripper, model_points, device,
+                   chunk_bytes: int = 1 << 26) -> np.ndarray:
+    """``points_collision`` (the evaluator's point test of fingers and base against the model
+    points) for the cells with μ > 0, on tensors, cells chunked by ``chunk_bytes``."""
+    out = np.zeros(mu.shape, bool)
+    cells = np.argwhere(mu > 0)
+    obstacle = torch.as_tensor(np.asarray(model_points, np.float64).reshape(-1, 3),
+                               device=device)
+    if not len(cells) or not len(obstacle):
+        return out
+    v, a, _ = gripper.grid
+    rot = torch.as_tensor(grasp_frames(v, a, gripper.angles()), device=device)
+    pts = torch.as_tensor(np.asarray(points, np.float64), device=device)
+    depths = torch.as_tensor(gripper.depths(), device=device)
+    cell = torch.as_tensor(cells, device=device)
+    w = torch.as_tensor(width[tuple(cells.T)].astype(np.float64), device=device)
+    hit = torch.zeros(len(cells), dtype=torch.bool, device=device)
+    step = max(1, chunk_bytes // (8 * 8 * len(obstacle)))
+    height, base, finger = gripper.height, gripper.base_depth, gripper.finger_width
+    for s in range(0, len(cells), step):
+        pi, vi, ai, di = cell[s:s + step].T
+        r, t = rot[vi, ai], pts[pi]
+        d = [obstacle[None, :, i] - t[:, i, None] for i in range(3)]
+        x, y, z = (d[0] * r[:, 0, j, None] + d[1] * r[:, 1, j, None] + d[2] * r[:, 2, j, None]
+                   for j in range(3))
+        half, depth = (w[s:s + step] / 2)[:, None], depths[di][:, None]
+        band = (z > -height / 2) & (z < height / 2)
+        mask2 = (x > -base) & (x < depth)
+        mask3, mask5 = y > -(half + finger), y < (half + finger)
+        left = mask2 & mask3 & (y < -half)
+        right = mask2 & mask5 & (y > half)
+        bottom = mask3 & mask5 & (x > -(base + finger)) & (x < -base)
+        hit[s:s + step] = (band & (left | right | bottom)).any(1)
+    out[tuple(cells.T)] = hit.cpu().numpy()
+    return out
+
+
+def cell_centres(approach: torch.Tensor, depths: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Jaw centres (n, V, D, 3) of label points p (n, 3): ``label_grasps``' sum."""
+    return approach[None, :, None, :] * depths[:, None] + p[:, None, None, :]
+
+
+def batched_object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
+                                model_points: np.ndarray, gripper: Gripper, clearance: float,
+                                max_cells: int, progress: Optional[Callable[[int, int], None]],
+                                device=None) -> dict:
+    """:func:`.object_labels.object_grasp_labels` with ``backend='torch'`` (same arguments and
+    returns)."""
+    device = default_device() if device is None else torch.device(device)
+    field = BatchedField(sdf, device)
+    points = np.asarray(points, np.float32).reshape(-1, 3)
+    v, a, d = gripper.grid
+    rot = grasp_frames(v, a, gripper.angles())
+    axes = torch.as_tensor(jaw_axes(rot), device=device)  # (V, A, 3)
+    approach = torch.as_tensor(rot[:, 0, :, 0], device=device)  # (V, 3)
+    depths_np = gripper.depths()
+    depths = torch.as_tensor(depths_np, device=device)
+    cones = torch.as_tensor(np.arctan(np.sort(MU_GRID)), device=device)
+    shape = (len(points), v, a, d)
+    mu = np.full(shape, -1, np.float32)
+    width = np.zeros(shape, np.float32)
+    limit = gripper.max_width / 2
+    step = max(1, max_cells // max(v * a * d, 1))
+    for s in range(0, len(points), step):
+        p = torch.as_tensor(points[s:s + step], device=device).to(F64)
+        centres = cell_centres(approach, depths, p)
+        pi, vi, di = torch.nonzero(field(field.to_grid(centres)) < 0, as_tuple=True)
+        c = centres[pi, vi, di].repeat_interleave(a, 0)  # angles fastest
+        u = axes[vi].reshape(-1, 3)
+        first = exit_distance(field, c, u, limit)
+        w1 = (2 * first + 2 * clearance).to(torch.float32).to(F64)
+        go = torch.nonzero(torch.isfinite(first) & (w1 <= gripper.max_width))[:, 0]
+        second = torch.full_like(first, torch.nan)
+        second[go] = exit_distance(field, c[go], -u[go], limit)
+        half = torch.maximum(first, second)
+        w = (2 * half + 2 * clearance).to(torch.float32)
+        ok = torch.isfinite(half) & (w.to(F64) <= gripper.max_width)
+        rows = torch.nonzero(ok)[:, 0]
+        cell_mu = torch.full((len(c),), -1.0, dtype=F64, device=device)
+        alpha = close_jaws(field, c[rows], u[rows], w[rows].to(F64), cones)
+        cell_mu[rows] = min_friction(alpha)
+        index = (pi.cpu().numpy() + s, vi.cpu().numpy(), slice(None), di.cpu().numpy())
+        mu[index] = cell_mu.reshape(-1, a).cpu().numpy()
+        width[index] = torch.where(ok, w, 0).reshape(-1, a).cpu().numpy()
+        if progress is not None:
+            progress(min(s + step, len(points)), len(points))
+    collision = self_collision(mu, width, points.astype(np.float64), gripper, model_points,
+                               device)
+    offsets = np.empty(shape + (3,), np.float32)
+    offsets[..., 0] = gripper.angles().astype(np.float32)[:, None]
+    offsets[..., 1] = depths_np.astype(np.float32)
+    offsets[..., 2] = width
+    return dict(points=points, offsets=offsets, collision=collision, scores=mu)
