@@ -66,6 +66,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--sdf-resolution', type=float, default=SDF_RESOLUTION,
                    help='cell size of textured.sdf (metres)')
     p.add_argument('--sdf-backend', choices=['open3d', 'numpy'], default='open3d')
+    p.add_argument('--label-backend', choices=['torch', 'numpy'], default='torch',
+                   help='the label physics: torch (batched; CUDA when present, else the CPU) '
+                        'or numpy (the reference; the same labels, slower)')
+    p.add_argument('--device', default=None,
+                   help="torch device of the torch backend (default: 'cuda' when present)")
     p.add_argument('--max-memory', type=float, default=1.5, metavar='GIB',
                    help='working memory per process (GiB)')
     p.add_argument('--nproc', type=int, default=1, help='objects / scenes in parallel')
@@ -153,7 +158,8 @@ def main(argv=None) -> int:
             stamp = dict(mesh=os.path.abspath(path), size=st.st_size, mtime_ns=st.st_mtime_ns,
                          scale=args.scale, gripper=gripper.to_dict(), voxel_size=args.voxel_size,
                          sdf_resolution=args.sdf_resolution, sdf_backend=args.sdf_backend,
-                         use_dexnet_sdf=False, seed=args.seed, version=1)
+                         label_backend=args.label_backend, use_dexnet_sdf=False, seed=args.seed,
+                         version=1)
             if not args.force and os.path.isfile(
                     os.path.join(label_dir, f'{obj:03d}_labels.npz')) and _up_to_date(
                     os.path.join(label_dir, f'{obj:03d}_labels.json'), stamp):
@@ -162,7 +168,8 @@ def main(argv=None) -> int:
             mesh_path = labelling_path(obj, path, intake.accepted[obj], args.out, args.scale)
             jobs[f'object {obj:03d}'] = (label_mesh_file, (
                 obj, mesh_path, args.out, gripper, args.voxel_size, args.sdf_resolution,
-                args.sdf_backend, args.max_memory, args.seed, False, stamp))
+                args.sdf_backend, args.max_memory, args.seed, False, stamp, args.label_backend,
+                args.device))
         print(f'[labels] {len(jobs)} objects to label, gripper {gripper.describe()}', flush=True)
         failed += _pool(args.nproc, jobs, 'labels', lambda key, r: f'{key}: {r[1]} points, '
                         f'{100 * r[2]:.1f} % of cells graspable, {r[3]:.0f} s')

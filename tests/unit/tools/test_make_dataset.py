@@ -5,6 +5,7 @@ mesh gets one line and no file; the labels' own grasps hold in a generated scene
 evaluator; the guide's pictures drawn from the result."""
 import csv
 import importlib.util
+import json
 import os
 
 import cv2
@@ -20,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
     __file__)))))
 SMALL = ['--scenes', '1', '--test-scenes', '1', '--objects', '3', '--views', '2',
          '--cameras', 'realsense', '--image-size', '64', '48', '--voxel-size', '0.03',
-         '--sdf-resolution', '0.006', '--sdf-backend', 'numpy',
+         '--sdf-resolution', '0.004', '--sdf-backend', 'numpy',
          '--gripper', 'num_views=6', 'num_angles=3', 'num_depths=2']
 
 
@@ -67,6 +68,8 @@ def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, 
         for shard in ('0/2', '1/2'):
             assert main([str(meshes), two, *SMALL, '--steps', step, '--shard', shard]) == 0
     assert main([str(meshes), two, *SMALL, '--steps', 'store']) == 0
+    with open(os.path.join(one, 'grasp_label', '000_labels.json')) as f:
+        assert json.load(f)['label_backend'] == 'torch'  # the default, batched backend
     a, b = _files(one), _files(two)
     assert sorted(a) == sorted(b)
     assert {'grasp_label/002_labels.npz', 'scenes/scene_0100/realsense/depth/0001.png',
