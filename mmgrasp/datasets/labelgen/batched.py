@@ -33,7 +33,7 @@ import torch
 
 from mmgrasp.geometry import Gripper, SignedDistanceField
 from ..synthetic.labels import MU_GRID, grasp_frames
-from .object_labels import SUBSTEPS, field_lipschitz, jaw_axes
+from .jaw_line import SUBSTEPS, field_lipschitz, jaw_axes
 
 F64 = torch.float64
 _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
@@ -125,7 +125,7 @@ class BatchedField:
         return torch.where(outside, gap, sd).reshape(shape)
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
-        """``object_labels._step_bound``: the field's rate of change along ``axes``."""
+        """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
         n = self.near.shape[1:]
         cell = torch.floor(grid).long()
         cell = torch.stack([cell[:, i].clamp(0, n[i] - 1) for i in range(3)], 1)

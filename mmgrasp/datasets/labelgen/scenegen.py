@@ -46,7 +46,7 @@ from ..synthetic.graspnet import RS_WRT_KN
 from ..synthetic.scene import (MAX_DEPTH, camera_intrinsics, item_rng, look_at, render,
                                rigid_transform)
 from .mesh import TriangleMesh, mesh_signed_distance, sample_surface, write_mesh_obj
-from .scenes import _FieldModel, write_collision_labels, write_scene
+from .scenes import FieldModel, write_collision_labels, write_scene
 
 #: views of GraspNet-1Billion's trajectory, per camera and scene
 NUM_VIEWS = 256
@@ -249,7 +249,7 @@ def render_scene(root: str, scene: int, object_ids: Sequence[int],
     ``models/%03d/textured.sdf`` under ``root``, written with :func:`.scenes.write_scene`."""
     if noise not in DEPTH_NOISE:
         raise ValueError(f'depth noise {noise!r}: expected one of {DEPTH_NOISE}')
-    fields = [_FieldModel(os.path.join(root, 'models', f'{i:03d}', 'textured.sdf'))
+    fields = [FieldModel(os.path.join(root, 'models', f'{i:03d}', 'textured.sdf'))
               for i in object_ids]
     palette = item_rng(seed, 'palette').integers(60, 230, (len(object_ids) + 1, 3))
     for cam in cameras:

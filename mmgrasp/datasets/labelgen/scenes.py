@@ -85,7 +85,7 @@ def _save(path: str, array: np.ndarray) -> None:
     _write(path, buf.getvalue())
 
 
-class _FieldModel:
+class FieldModel:
     """A ``textured.sdf`` as the synthetic renderer's shape: ``half`` (a box about the model
     origin holding the grid) and ``sdf(points)``, sphere-traced by :meth:`Shape.ray_depths`."""
 
@@ -139,7 +139,7 @@ def write_scene(root: str, scene: int, object_ids: Sequence[int],
     _save(os.path.join(cdir, 'cam0_wrt_table.npy'), cam0)
     fields = None
     if depths is None:
-        fields = [_FieldModel(os.path.join(root, 'models', f'{i:03d}', 'textured.sdf'))
+        fields = [FieldModel(os.path.join(root, 'models', f'{i:03d}', 'textured.sdf'))
                   for i in ids]
     cls_indexes = np.array([[i + 1 for i in ids]], np.int64)
     for f, cam_wrt_table in enumerate(camera_poses):
