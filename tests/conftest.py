@@ -162,6 +162,32 @@ def gc6d_root(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def golden_dataset(tmp_path_factory):
+    """``golden_dataset(args)``: the dataset ``tools/data/make_synthetic.py ROOT *args`` writes
+    (the command a golden's record gives), run on the first request for those arguments and
+    kept for the session: the evaluation goldens that share a dataset build it once. Read-only."""
+    import subprocess
+    import sys
+
+    roots = {}
+
+    def build(args: List[str]) -> str:
+        key = tuple(args)
+        if key not in roots:
+            root = str(tmp_path_factory.mktemp('golden_dataset') / 'synthetic')
+            subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data',
+                                                         'make_synthetic.py'), root,
+                            *args, '--quiet'], check=True, cwd=REPO,
+                           env={**os.environ, 'PYTHONPATH': os.pathsep.join(
+                               [REPO, os.environ.get('PYTHONPATH', '')])})
+            _read_only(root)
+            roots[key] = root
+        return roots[key]
+
+    return build
+
+
+@pytest.fixture(scope='session')
 def make_dataset(synthetic_root):
     """Factory of GraspNetDataset on the synthetic data (or ``root``) with a training-like
     pipeline."""

@@ -26,6 +26,7 @@ def _load(path: str):
 
 
 demo = _load(os.path.join(REPO, 'demo', 'grasp_demo.py'))
+mask_tool = _load(WRITE_MASK)
 
 
 def expected_mask(root: str, scene: int, frame: int, outlier: float = 0.02) -> np.ndarray:
@@ -42,6 +43,8 @@ def expected_mask(root: str, scene: int, frame: int, outlier: float = 0.02) -> n
 
 
 def write_mask(*args: str) -> subprocess.CompletedProcess:
+    """The tool as a script (its command line and exit status); the other calls run its
+    main() in this process, which is what the script runs."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')]))
     return subprocess.run([sys.executable, WRITE_MASK, *args], cwd=REPO, capture_output=True,
                           text=True, timeout=120, env=env)
@@ -64,8 +67,8 @@ def test_write_workspace_mask_writes_the_loaders_mask(synthetic_root, small_gsne
     assert (seg > 0).sum() < expected.sum() < (depth > 0).sum()
     # the margin matters, from the option or from a config's LoadGraspScene
     wide = str(tmp_path / 'wide.png')
-    assert write_mask(synthetic_root, '--scene', '1', '--frame', '2', '--outlier', '0.1',
-                      '--out', wide).returncode == 0
+    assert mask_tool.main([synthetic_root, '--scene', '1', '--frame', '2', '--outlier', '0.1',
+                           '--out', wide]) == 0
     np.testing.assert_array_equal(cv2.imread(wide, cv2.IMREAD_UNCHANGED) > 0,
                                   expected_mask(synthetic_root, 1, 2, 0.1))
     assert (cv2.imread(wide, cv2.IMREAD_UNCHANGED) > 0).sum() > expected.sum()
@@ -75,20 +78,19 @@ def test_write_workspace_mask_writes_the_loaders_mask(synthetic_root, small_gsne
                       "    dict(type='LoadGraspScene', num_points=1200, outlier=0.1),\n"
                       "    dict(type='PackGraspInputs', keys=('points', ))]))\n")
     from_config = str(tmp_path / 'from_config.png')
-    assert write_mask(synthetic_root, '--scene', '1', '--frame', '2', '--config', str(config),
-                      '--out', from_config).returncode == 0
+    assert mask_tool.main([synthetic_root, '--scene', '1', '--frame', '2', '--config',
+                           str(config), '--out', from_config]) == 0
     np.testing.assert_array_equal(cv2.imread(from_config, cv2.IMREAD_UNCHANGED),
                                   cv2.imread(wide, cv2.IMREAD_UNCHANGED))
 
 
-@pytest.mark.slow
 def test_write_workspace_mask_names_bad_input(synthetic_root, tmp_path):
     out = str(tmp_path / 'ws.png')
-    run = write_mask(synthetic_root, '--scene', '0', '--frame', '9', '--out', out)
-    assert run.returncode != 0 and 'frame 9 out of range: scene 0 (realsense) has 3 frames' \
-        in run.stderr
-    run = write_mask(str(tmp_path), '--scene', '0', '--frame', '0', '--out', out)
-    assert run.returncode != 0 and 'no scenes/ folder' in run.stderr
+    with pytest.raises(SystemExit, match=r'frame 9 out of range: scene 0 \(realsense\) has 3 '
+                       'frames'):
+        mask_tool.main([synthetic_root, '--scene', '0', '--frame', '9', '--out', out])
+    with pytest.raises(SystemExit, match='no scenes/ folder'):
+        mask_tool.main([str(tmp_path), '--scene', '0', '--frame', '0', '--out', out])
     assert not os.listdir(tmp_path)  # nothing half-written
 
 
@@ -116,8 +118,8 @@ def test_grasp_demo_applies_the_datasets_workspace_to_a_frame(synthetic_root, sm
     assert cv2.imread(out).shape[:2] == reader.load_depth(0, 1).shape
     # the same through the PNG the tool writes, given to --mask
     mask_png = str(tmp_path / 'ws.png')
-    assert write_mask(synthetic_root, '--scene', '0', '--frame', '1', '--out',
-                      mask_png).returncode == 0
+    assert mask_tool.main([synthetic_root, '--scene', '0', '--frame', '1', '--out',
+                           mask_png]) == 0
     via_png = str(tmp_path / 'via_png.npy')
     assert demo.main([reader.frame_path(0, 'depth', 1), '--meta', reader.frame_path(0, 'meta', 1),
                       '--mask', mask_png, '--config', config, '--checkpoint', checkpoint,

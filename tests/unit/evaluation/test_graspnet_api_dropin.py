@@ -77,16 +77,12 @@ def test_eval_scene_lists(split_data):
 
 
 @pytest.mark.slow
-def test_equals_the_graspnetapi_goldens(tmp_path):
+def test_equals_the_graspnetapi_goldens(golden_dataset, tmp_path):
     """eval_scene on the committed dumps gives graspnetAPI's per-frame arrays."""
-    import subprocess
-    import sys
     with open(os.path.join(GOLDEN, 'golden.json')) as f:
         golden = json.load(f)
-    root = str(tmp_path / 'synthetic')
-    subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data', 'make_synthetic.py'),
-                    root, *json.loads(golden['meta']['make_synthetic_args']), '--quiet'],
-                   check=True, cwd=REPO)
+    # the golden's dataset, built once a session (tests/conftest.py)
+    root = golden_dataset(json.loads(golden['meta']['make_synthetic_args']))
     ge = GraspNetEval(root, golden['camera'], sdf_sample_seed=golden['seed'])
     for name in ('gt', 'random'):
         dump = str(tmp_path / name)

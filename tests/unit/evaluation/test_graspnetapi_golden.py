@@ -17,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -44,25 +42,13 @@ def _golden(golden_set):
         return json.load(f)
 
 
-_roots = {}
-
-
 @pytest.fixture(scope='module')
-def dataset_root(tmp_path_factory):
-    """{set: its dataset}, each rebuilt on first use with the command recorded in golden.json."""
-    def build(golden_set):
-        if golden_set not in _roots:
-            root = str(tmp_path_factory.mktemp(golden_set) / 'synthetic')
-            args = json.loads(_golden(golden_set)['meta']['make_synthetic_args'])
-            subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data',
-                                                         'make_synthetic.py'), root,
-                            *args, '--quiet'], check=True, cwd=REPO,
-                           env={**os.environ, 'PYTHONPATH': os.pathsep.join(
-                               [REPO, os.environ.get('PYTHONPATH', '')])})
-            _roots[golden_set] = root
-        return _roots[golden_set]
-    yield build
-    _roots.clear()
+def dataset_root(golden_dataset):
+    """{set: its dataset}, rebuilt once a session with the command recorded in golden.json
+    (``golden_dataset``, tests/conftest.py: test_graspnet_api_dropin and the scale golden read
+    the box set's)."""
+    return lambda golden_set: golden_dataset(
+        json.loads(_golden(golden_set)['meta']['make_synthetic_args']))
 
 
 def _fingerprints(root, golden_set):

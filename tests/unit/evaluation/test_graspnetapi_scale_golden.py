@@ -6,8 +6,6 @@ golden AP."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -27,13 +25,10 @@ with open(os.path.join(GOLDEN, 'dataset.json')) as _f:
 
 
 @pytest.fixture(scope='module')
-def dataset_root(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp('scale_golden') / 'synthetic')
-    subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data', 'make_synthetic.py'),
-                    root, *json.loads(DATASET['make_synthetic_args']), '--quiet'], check=True,
-                   cwd=REPO, env={**os.environ, 'PYTHONPATH': os.pathsep.join(
-                       [REPO, os.environ.get('PYTHONPATH', '')])})
-    return root
+def dataset_root(golden_dataset):
+    """The recorded dataset, built once a session (tests/conftest.py; the accuracy goldens of
+    tests/data/eval_golden read the same one)."""
+    return golden_dataset(json.loads(DATASET['make_synthetic_args']))
 
 
 @pytest.fixture(scope='module')
