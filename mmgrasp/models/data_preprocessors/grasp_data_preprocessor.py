@@ -10,6 +10,7 @@ from mmgrasp.ops.point_normals import batch_normals
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.structures.label_batch import GraspLabelBatch
+from mmgrasp.structures.label_visibility import resolve_visibility
 
 
 @MODELS.register_module()
@@ -35,6 +36,13 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     camera-frame clouds, before the augmentation (:func:`mmgrasp.ops.point_normals.
     batch_normals`: one Triton launch on CUDA, the worker's function frame by frame on the
     CPU), bit for bit the worker's, and stored as ``inputs['normals']``.
+
+    Visible labels: when the samples carry ``grasp_label_visibility``
+    (``SampleGraspLabels(visible_test='device')``), the visible-label test of every object of
+    the batch runs here, on the device, before the labels are stacked
+    (:func:`mmgrasp.structures.label_visibility.resolve_visibility`: one host read of the
+    masks, the draw on the host), and the samples' labels become the kept rows: bit for bit
+    the worker's test.
 
     Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
     are not copied again.
@@ -76,9 +84,26 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         elif matrices is not None:
             inputs['points'] = apply_matrix(matrices, inputs['points'])
         if samples and all('grasp_labels' in s for s in samples):
+            self.resolve_visibility(samples)
             inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
                                                        matrices)
         return {'inputs': inputs, 'data_samples': samples}
+
+    def resolve_visibility(self, samples) -> None:
+        """Run the samples' pending visible-label tests (all or none carry one) and keep the
+        drawn rows in their ``grasp_labels``."""
+        pending = ['grasp_label_visibility' in s for s in samples]
+        if not any(pending):
+            return
+        if not all(pending):
+            raise ValueError('GraspDataPreprocessor: some samples of the batch carry a pending '
+                             'visible-label test and some do not (one SampleGraspLabels '
+                             'visible_test for the batch)')
+        records = [s.grasp_label_visibility for s in samples]
+        frames = resolve_visibility([s.grasp_labels for s in samples], records, self.device)
+        for sample, labels in zip(samples, frames):
+            sample.grasp_labels = labels
+            del sample.grasp_label_visibility
 
     @staticmethod
     def normal_rule(samples) -> Optional[dict]:
