@@ -10,15 +10,17 @@ seeded with the sample's ``seed``, object after object, and kept in row order.
 
 The worker path tests with a cKDTree and draws at once; the device path ships a
 :class:`PendingVisibility` (one flat buffer of label points and one of scene points per sample)
-and :func:`resolve_visibility` tests a whole batch on the device, reads the masks to the host in
-one transfer and draws with :func:`draw_rows`: the same rows bit for bit.
+and :func:`resolve_visibility` tests a whole batch on a CUDA device (on the CPU with the
+worker's cKDTree, in the main process), reads the masks to the host in one transfer and draws
+with :func:`draw_rows`: the same rows bit for bit.
 """
 import dataclasses
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 from torch import Tensor
 
 from mmgrasp.ops.point_ops import nearest_squared_distance
@@ -86,23 +88,34 @@ def _padded(points: Tensor, counts: List[int], fill: float) -> Tensor:
     return out.view(len(counts), width, 3)
 
 
-def visible_masks(records: Sequence[PendingVisibility], device) -> List[List[np.ndarray]]:
-    """Per record, per object, the (n,) bool candidate mask: one padded test of every object
-    of the batch on ``device`` (float64), one transfer of the masks to the host."""
+def visible_masks(records: Sequence[PendingVisibility], device,
+                  kd_tree: Optional[bool] = None) -> List[List[np.ndarray]]:
+    """Per record, per object, the (n,) bool candidate mask. On a CUDA device (``kd_tree``
+    False): one padded test of every object of the batch there (float64), one read of the
+    masks on the host. On the CPU (``kd_tree`` None or True): the worker's cKDTree per object,
+    here, as a brute-force pass would cost the host far more; the same masks bit for bit."""
+    if kd_tree is None:
+        kd_tree = torch.device(device).type == 'cpu'
     label_counts = [c for r in records for c in r.label_counts.tolist()]
     scene_counts = [c for r in records for c in r.scene_counts.tolist()]
     if not label_counts:
         return [[] for _ in records]
-    labels = torch.cat([r.label_points for r in records]).to(device, torch.float64)
-    scene = torch.cat([r.scene_points for r in records]).to(device, torch.float64)
-    limits = torch.tensor([squared_threshold(r.distance) for r in records
-                           for _ in range(len(r.label_counts))], dtype=torch.float64)
-    dist2 = nearest_squared_distance(_padded(scene, scene_counts, _FAR),
-                                     _padded(labels, label_counts, 0.0))
-    flat = (dist2 < limits.to(device)[:, None]).cpu().numpy()  # the one read on the host
+    distances = [r.distance for r in records for _ in range(len(r.label_counts))]
+    if kd_tree:
+        labels = [q for r in records for q in torch.split(r.label_points, r.label_counts.tolist())]
+        scene = [p for r in records for p in torch.split(r.scene_points, r.scene_counts.tolist())]
+        flat = [cKDTree(s.numpy()).query(q.numpy(), k=1)[0] < d
+                for q, s, d in zip(labels, scene, distances)]
+    else:
+        labels = torch.cat([r.label_points for r in records]).to(device, torch.float64)
+        scene = torch.cat([r.scene_points for r in records]).to(device, torch.float64)
+        limits = torch.tensor([squared_threshold(d) for d in distances], dtype=torch.float64)
+        dist2 = nearest_squared_distance(_padded(scene, scene_counts, _FAR),
+                                         _padded(labels, label_counts, 0.0))
+        flat = (dist2 < limits.to(device)[:, None]).cpu().numpy()  # the one read on the host
     masks, k = [], 0
     for r in records:
-        masks.append([flat[k + i, :n] for i, n in enumerate(r.label_counts.tolist())])
+        masks.append([flat[k + i][:n] for i, n in enumerate(r.label_counts.tolist())])
         k += len(r.label_counts)
     return masks
 
@@ -116,11 +129,12 @@ def apply_rows(labels: ObjectGraspLabels, rows: np.ndarray) -> ObjectGraspLabels
 
 
 def resolve_visibility(frames: Sequence[List[ObjectGraspLabels]],
-                       records: Sequence[PendingVisibility], device='cpu'
-                       ) -> List[List[ObjectGraspLabels]]:
-    """The labels of each frame reduced to the rows the rule keeps (see the module)."""
+                       records: Sequence[PendingVisibility], device='cpu',
+                       kd_tree: Optional[bool] = None) -> List[List[ObjectGraspLabels]]:
+    """The labels of each frame reduced to the rows the rule keeps (see the module;
+    ``kd_tree`` as :func:`visible_masks`)."""
     resolved = []
-    for labels, record, masks in zip(frames, records, visible_masks(records, device)):
+    for labels, record, masks in zip(frames, records, visible_masks(records, device, kd_tree)):
         if len(labels) != len(masks):
             raise ValueError(f'resolve_visibility: {len(labels)} grasp_labels but a pending '
                              f'visibility test of {len(masks)} objects')

@@ -14,7 +14,8 @@ from mmgrasp.models.assigners.scale_statistic import compute_scale_statistic
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
 from mmgrasp.ops import nearest_squared_distance
 from mmgrasp.structures.label_visibility import (PendingVisibility, draw_rows,
-                                                 resolve_visibility, squared_threshold)
+                                                 resolve_visibility, squared_threshold,
+                                                 visible_masks)
 
 FRAMES = [(0, 0), (0, 4), (1, 5)]  # (epoch, index)
 OPTIONS = dict(visible_only=True, tolerance=True, num_points=400, augment=False)
@@ -106,14 +107,25 @@ def test_device_test_keeps_the_worker_rows(batches):
     assert kept == [min(max(int(v.sum() * 0.25), 10), v.sum()) for v in visible]
 
 
+def test_the_cuda_pass_and_the_cpu_kd_tree_give_the_same_masks(batches):
+    """The brute-force float64 pass (what a CUDA device runs, here on CPU tensors) against
+    the cKDTree the preprocessor runs on a CPU device."""
+    records = [s.grasp_label_visibility for s in batches['device']['data_samples']]
+    passes = {kd: visible_masks(records, 'cpu', kd_tree=kd) for kd in (False, True)}
+    assert [[m.tobytes() for m in f] for f in passes[False]] == \
+           [[m.tobytes() for m in f] for f in passes[True]]
+    assert any(not m.all() for f in passes[False] for m in f)
+
+
 def test_the_rule_is_what_changes_the_rows(batches):
     """Mutations: a wider distance, another seed, another share each change the kept rows."""
     records = [s.grasp_label_visibility for s in batches['device']['data_samples']]
     labels = [s.grasp_labels for s in batches['device']['data_samples']]
-    base = resolve_visibility(labels, records)
+    base = resolve_visibility(labels, records, kd_tree=False)
     rows = [[o.deferred.rows.tobytes() for o in frame] for frame in base]
     for change in (dict(distance=0.05), dict(seed=records[0].seed + 1), dict(fraction=0.9)):
-        mutated = resolve_visibility(labels, [dataclasses.replace(r, **change) for r in records])
+        mutated = resolve_visibility(labels, [dataclasses.replace(r, **change) for r in records],
+                                     kd_tree=False)
         assert [[o.deferred.rows.tobytes() for o in f] for f in mutated] != rows, change
 
 
