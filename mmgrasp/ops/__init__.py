@@ -14,6 +14,6 @@ from .sparse_tensor import SparseTensor, hash_coords, sparse_cat, unhash_coords,
 __all__ = [
     'SparseTensor', 'SparseConv3d', 'SparseConvTranspose3d', 'SparseBatchNorm', 'SparseReLU',
     'sparse_cat', 'voxelize', 'hash_coords', 'unhash_coords', 'kernel_offsets',
-    'furthest_point_sample', 'knn', 'nearest_squared_distance', 'ball_query', 'cylinder_query', 'group_points',
-    'gather_points', 'three_nn_interpolate'
+    'furthest_point_sample', 'knn', 'nearest_squared_distance', 'ball_query', 'cylinder_query',
+    'group_points', 'gather_points', 'three_nn_interpolate'
 ]
