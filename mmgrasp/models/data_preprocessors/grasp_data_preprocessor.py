@@ -44,6 +44,13 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     masks, the draw on the host), and the samples' labels become the kept rows: bit for bit
     the worker's test.
 
+    Args:
+        visible_kd_tree: how the visible-label test runs: None (a float64 brute-force pass on
+            a CUDA device, the worker's cKDTree per object on the CPU, where the pass would
+            cost the host seconds a batch), False (the pass on every device: what the launch
+            counter counts as the CUDA path), True (the cKDTree on every device).
+        **kwargs: ``BaseDataPreprocessor``'s.
+
     Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
     are not copied again.
 
@@ -52,6 +59,10 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     tensor, 'grasp_labels': GraspLabelBatch}, 'data_samples': [...]}`` (no ``grasp_labels``
     when the samples carry none, e.g. at test time).
     """
+
+    def __init__(self, visible_kd_tree: Optional[bool] = None, **kwargs):
+        super().__init__(**kwargs)
+        self.visible_kd_tree = visible_kd_tree
 
     def _move(self, tensor: Tensor) -> Tensor:
         if (tensor.device.type == self.device.type
@@ -100,7 +111,8 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
                              'visible-label test and some do not (one SampleGraspLabels '
                              'visible_test for the batch)')
         records = [s.grasp_label_visibility for s in samples]
-        frames = resolve_visibility([s.grasp_labels for s in samples], records, self.device)
+        frames = resolve_visibility([s.grasp_labels for s in samples], records, self.device,
+                                    self.visible_kd_tree)
         for sample, labels in zip(samples, frames):
             sample.grasp_labels = labels
             del sample.grasp_label_visibility

@@ -2,6 +2,7 @@
 the same distances bit for bit (float64), the same rows and label points after the draw."""
 import copy
 import dataclasses
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from mmgrasp.datasets.transforms import SampleGraspLabels
 from mmgrasp.models.assigners.scale_statistic import compute_scale_statistic
 from mmgrasp.models.data_preprocessors import GraspDataPreprocessor
 from mmgrasp.ops import nearest_squared_distance
+from mmgrasp.structures import label_visibility
 from mmgrasp.structures.label_visibility import (PendingVisibility, draw_rows,
                                                  resolve_visibility, squared_threshold,
                                                  visible_masks)
@@ -115,6 +117,15 @@ def test_the_cuda_pass_and_the_cpu_kd_tree_give_the_same_masks(batches):
     assert [[m.tobytes() for m in f] for f in passes[False]] == \
            [[m.tobytes() for m in f] for f in passes[True]]
     assert any(not m.all() for f in passes[False] for m in f)
+    # the preprocessor's option chooses the pass (the launch counter's CUDA path sets False)
+    assert GraspDataPreprocessor().visible_kd_tree is None
+    chosen = []
+    original = label_visibility.visible_masks
+    with mock.patch.object(label_visibility, 'visible_masks',
+                           lambda r, d, kd=None: chosen.append(kd) or original(r, d, kd)):
+        for kd in (False, None):
+            GraspDataPreprocessor(visible_kd_tree=kd)(copy.deepcopy(batches['device']), True)
+    assert chosen == [False, None]
 
 
 def test_the_rule_is_what_changes_the_rows(batches):
