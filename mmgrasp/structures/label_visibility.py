@@ -37,17 +37,18 @@ class PendingVisibility:
 
     Attributes:
         label_points: (L, 3) float32, camera frame, object after object.
-        label_counts: (O,) int64 label points per object (its ``num_points``).
+        label_counts: (O,) int64 numpy, label points per object (its ``num_points``); sizes
+            stay numpy so that reading them is no device read.
         scene_points: (S, 3) float32, the object's sampled points, object after object.
-        scene_counts: (O,) int64.
+        scene_counts: (O,) int64 numpy.
         seed: seed of the draw's generator.
         distance: metres.
         fraction, min_points: how many candidates are kept.
     """
     label_points: Tensor
-    label_counts: Tensor
+    label_counts: np.ndarray
     scene_points: Tensor
-    scene_counts: Tensor
+    scene_counts: np.ndarray
     seed: int
     distance: float
     fraction: float
@@ -102,7 +103,8 @@ def visible_masks(records: Sequence[PendingVisibility], device,
         return [[] for _ in records]
     distances = [r.distance for r in records for _ in range(len(r.label_counts))]
     if kd_tree:
-        labels = [q for r in records for q in torch.split(r.label_points, r.label_counts.tolist())]
+        labels = [q for r in records
+                  for q in torch.split(r.label_points, r.label_counts.tolist())]
         scene = [p for r in records for p in torch.split(r.scene_points, r.scene_counts.tolist())]
         flat = [cKDTree(s.numpy()).query(q.numpy(), k=1)[0] < d
                 for q, s, d in zip(labels, scene, distances)]

@@ -254,9 +254,9 @@ class SampleGraspLabels(BaseTransform):
         """One flat buffer of label points and one of scene points for the whole sample."""
         def flat(parts):
             if not parts:
-                return torch.zeros((0, 3), dtype=torch.float32), torch.zeros(0, dtype=torch.int64)
+                return torch.zeros((0, 3), dtype=torch.float32), np.zeros(0, dtype=np.int64)
             return (torch.from_numpy(np.concatenate(parts).astype(np.float32, copy=False)),
-                    torch.tensor([len(p) for p in parts], dtype=torch.int64))
+                    np.array([len(p) for p in parts], dtype=np.int64))
         label_points, label_counts = flat(camera_points)
         scene_points, scene_counts = flat(object_points)
         return PendingVisibility(label_points, label_counts, scene_points, scene_counts, seed,

@@ -101,8 +101,8 @@ def test_device_test_keeps_the_worker_rows(batches):
     # the test removed label points (not merely the draw): fewer candidates than points
     visible = []
     for r in pending:
-        labels = np.split(r.label_points.numpy(), np.cumsum(r.label_counts.numpy())[:-1])
-        scene = np.split(r.scene_points.numpy(), np.cumsum(r.scene_counts.numpy())[:-1])
+        labels = np.split(r.label_points.numpy(), np.cumsum(r.label_counts)[:-1])
+        scene = np.split(r.scene_points.numpy(), np.cumsum(r.scene_counts)[:-1])
         visible += [cKDTree(s).query(q)[0] < 0.01 for q, s in zip(labels, scene)]
     assert any(0 < v.sum() < len(v) for v in visible)
     kept = [o.num_points for o in got.objects]
@@ -126,6 +126,17 @@ def test_the_cuda_pass_and_the_cpu_kd_tree_give_the_same_masks(batches):
         for kd in (False, None):
             GraspDataPreprocessor(visible_kd_tree=kd)(copy.deepcopy(batches['device']), True)
     assert chosen == [False, None]
+
+
+def test_the_cuda_pass_reads_the_device_once(batches):
+    """Counted as the launch counter counts: the preprocess makes one host read (the masks)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mmgrasp.analysis import dispatch_count
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        GraspDataPreprocessor(visible_kd_tree=False)(copy.deepcopy(batches['device']), True)
+    parts = dispatch_count.count_events(prof.events())
+    assert sum(p['syncs'] for p in parts.values()) == 1
 
 
 def test_the_rule_is_what_changes_the_rows(batches):
