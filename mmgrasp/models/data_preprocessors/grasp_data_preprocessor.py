@@ -41,8 +41,8 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     (``SampleGraspLabels(visible_test='device')``), the visible-label test of every object of
     the batch runs here, on the device, before the labels are stacked
     (:func:`mmgrasp.structures.label_visibility.resolve_visibility`: one host read of the
-    masks, the draw on the host), and the samples' labels become the kept rows: bit for bit
-    the worker's test.
+    masks, the draw on the host), and the stacked labels hold the kept rows: bit for bit the
+    worker's test.
 
     Args:
         visible_kd_tree: how the visible-label test runs: None (a float64 brute-force pass on
@@ -95,27 +95,24 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         elif matrices is not None:
             inputs['points'] = apply_matrix(matrices, inputs['points'])
         if samples and all('grasp_labels' in s for s in samples):
-            self.resolve_visibility(samples)
-            inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
+            inputs['grasp_labels'] = self.stack_labels(self.resolve_visibility(samples),
                                                        matrices)
         return {'inputs': inputs, 'data_samples': samples}
 
-    def resolve_visibility(self, samples) -> None:
-        """Run the samples' pending visible-label tests (all or none carry one) and keep the
-        drawn rows in their ``grasp_labels``."""
+    def resolve_visibility(self, samples) -> List[List[ObjectGraspLabels]]:
+        """Each sample's grasp labels after its pending visible-label test (all samples or
+        none carry one). The samples are left as they came: a batch run twice is tested
+        twice."""
         pending = ['grasp_label_visibility' in s for s in samples]
         if not any(pending):
-            return
+            return [s.grasp_labels for s in samples]
         if not all(pending):
             raise ValueError('GraspDataPreprocessor: some samples of the batch carry a pending '
                              'visible-label test and some do not (one SampleGraspLabels '
                              'visible_test for the batch)')
         records = [s.grasp_label_visibility for s in samples]
-        frames = resolve_visibility([s.grasp_labels for s in samples], records, self.device,
-                                    self.visible_kd_tree)
-        for sample, labels in zip(samples, frames):
-            sample.grasp_labels = labels
-            del sample.grasp_label_visibility
+        return resolve_visibility([s.grasp_labels for s in samples], records, self.device,
+                                  self.visible_kd_tree)
 
     @staticmethod
     def normal_rule(samples) -> Optional[dict]:
