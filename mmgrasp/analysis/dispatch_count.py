@@ -515,8 +515,9 @@ def peak_bytes(run, device, alive: list) -> dict:
 def path_config(cfg, options: dict, path: str, scoped_references: bool = False):
     """``cfg`` with ``options`` merged and the path's numerics: on ``cuda_path`` the point
     ops' kernels (``triton``; the references when the kernels' scopes stand in for them) and
-    the sparse U-Net's chunked im2col; on ``torch_reference`` the references, the sparse
-    U-Net's torch backend and the CPU's algorithm (``auto``)."""
+    the sparse U-Net's chunked im2col and the visible-label test's brute-force pass
+    (``GraspDataPreprocessor(visible_kd_tree=False)``); on ``torch_reference`` the references,
+    the sparse U-Net's torch backend and the CPU's algorithm (``auto``)."""
     cfg.merge_from_dict(options)
     reference = path == 'torch_reference'
     cfg.model.point_ops = 'torch' if reference or scoped_references else 'triton'
@@ -525,6 +526,9 @@ def path_config(cfg, options: dict, path: str, scoped_references: bool = False):
         backbone.backend = 'torch'
     if 'conv_algorithm' in backbone:
         backbone.conv_algorithm = 'auto' if reference else 'chunked_im2col'
+    preprocessor = cfg.model.get('data_preprocessor', {})
+    if preprocessor.get('type') == 'GraspDataPreprocessor':
+        preprocessor.visible_kd_tree = None if reference else False
     return cfg
 
 

@@ -171,6 +171,23 @@ def _knn_reference(ref: Tensor, query: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     return torch.cat(dists, dim=1), torch.cat(inds, dim=1)
 
 
+@torch.no_grad()
+def nearest_squared_distance(ref: Tensor, query: Tensor) -> Tensor:
+    """ref (B, M, 3), query (B, Q, 3) -> (B, Q): the squared distance ``(dx² + dy²) + dz²`` of
+    each query point to its nearest ref point, in the inputs' dtype (in float64 of float32
+    points: scipy's ``cKDTree.query(k=1)`` squared distances, bit for bit; no square root here,
+    as torch's is not always numpy's to the last bit). Torch ops on any device, one pass over
+    chunks of the query points: eight launches a chunk of ``_CHUNK_ELEMENTS`` (B, chunk, M)
+    elements."""
+    out = []
+    for part in _chunks(query.shape[1], query.shape[0], ref.shape[1]):
+        diff = [query[:, part, None, a] - ref[:, None, :, a] for a in range(3)]
+        dist2 = (diff[0] * diff[0] + diff[1] * diff[1]) + diff[2] * diff[2]
+        del diff
+        out.append(dist2.amin(dim=-1))
+    return torch.cat(out, dim=1) if out else query.new_zeros(query.shape[:2])
+
+
 def _first_inside(inside: Tensor, nsample: int) -> Tensor:
     """(B, S, N) bool -> (B, S, nsample): the first nsample True columns in index order.
 

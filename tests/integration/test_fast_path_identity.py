@@ -2,7 +2,9 @@
 the device where the recipe takes it), against the reference paths (``source='files'``,
 ``apply='worker'``): the same batch after the data preprocessor and the same training step
 (losses and every gradient), bit for bit, on GraspNet-1Billion and GraspClutter6D frames.
-FineGrasp's normals, computed on the device as shipped, are computed in the workers there."""
+FineGrasp's normals, computed on the device as shipped, are computed in the workers there;
+GraspNet-baseline's and Scale-Balanced-Grasp's visible-label test, run by the data preprocessor
+as shipped, runs in the workers there (``visible_test='worker'``)."""
 import copy
 import os
 
@@ -59,6 +61,8 @@ def shrunk_pipeline(pipeline: list, reference: bool) -> list:
                 t['source'] = 'files'
         elif t['type'] == 'SampleGraspLabels':
             t.update(min_points=10, min_object_points=20)
+            if reference:
+                t['visible_test'] = 'worker'
         elif t['type'] == 'LoadEconomicLabels':
             t['top_k'] = VIEWS
         elif t['type'] in ('RandomFlipRotateScene', 'EstimateNormals') and reference:

@@ -1,14 +1,15 @@
 """Every shipped config takes the fast path without an option: frames from the frame store (the
 image store for image recipes) in every train, val and test pipeline, the augmentation applied
 on the device in every recipe that can take it (those without voxel coordinates or labels posed
-in the worker)."""
+in the worker), the visible-label test on the device wherever label grids are deferred."""
 import glob
 import os
 
 import pytest
 from mmengine.config import Config
 
-from mmgrasp.datasets.transforms import LoadGraspScene, LoadRGBDImage, RandomFlipRotateScene
+from mmgrasp.datasets.transforms import (LoadGraspScene, LoadRGBDImage, RandomFlipRotateScene,
+                                         SampleGraspLabels)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
@@ -22,7 +23,7 @@ def pipelines(cfg: Config):
 
 def built(step: dict):
     kind = {'LoadGraspScene': LoadGraspScene, 'LoadRGBDImage': LoadRGBDImage,
-            'RandomFlipRotateScene': RandomFlipRotateScene}
+            'RandomFlipRotateScene': RandomFlipRotateScene, 'SampleGraspLabels': SampleGraspLabels}
     return kind[step['type']](**{k: v for k, v in step.items() if k != 'type'})
 
 
@@ -41,3 +42,6 @@ def test_shipped_configs_read_frames_and_augment_on_the_device(path):
             for t in pipeline)
         for flip in flips:
             assert flip.apply == ('worker' if worker_only else 'device'), (loader, flip)
+        # the visible-label test on the device wherever the grids are deferred
+        for labels in (built(t) for t in pipeline if t['type'] == 'SampleGraspLabels'):
+            assert labels.visible_test == ('device' if labels.grids == 'deferred' else 'worker')

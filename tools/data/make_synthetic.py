@@ -7,6 +7,11 @@ grasp labels computed with the evaluator's physics.
 
 Example (the real 300x12x4 label grid, several GB):
     python tools/data/make_synthetic.py data/synthetic --scenes 4 --frames 4 --objects 10
+A real GraspNet-1Billion frame's label density (9 objects of ~1 500 label points; the recipes'
+"a quarter, at least 300" keeps ~3 400 label points a frame; RealSense 1280x720), as the loader
+benchmarks use it:
+    python tools/data/make_synthetic.py data/synthetic_real --scenes 2 --frames 4 --objects 9 \
+        --points-per-object 1500 --cameras realsense --test-scenes
 Small, fast variant for smoke tests:
     python tools/data/make_synthetic.py /tmp/syn --scenes 1 --frames 2 --objects 3 \
         --points-per-object 40 --grid 6 3 2 --image-size 320 180

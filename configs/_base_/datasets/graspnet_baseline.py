@@ -5,8 +5,9 @@
 # 'deferred' (read in the model after seed selection) or 'dense' (the reference path); both give
 # identical training. Frames come from the frame store (LoadGraspScene's default
 # source='frames', built on first use) and the augmentation is drawn in the worker but applied to
-# the batch by the data preprocessor (apply='device'); source='files' and apply='worker' are the
-# reference paths, bit-identical.
+# the batch by the data preprocessor (apply='device'), as is the visible-label test
+# (SampleGraspLabels' visible_test, 'device' with deferred grids); source='files',
+# apply='worker' and visible_test='worker' are the reference paths, bit-identical.
 dataset_type = 'GraspNetDataset'
 data_root = 'data/graspnet'
 train_pipeline = [

@@ -33,6 +33,8 @@ class PackGraspInputs(BaseTransform):
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
       poses ((M, 3, 4) float32): label k gets pose ``poses[grasp_label_instances[k]]``
+    - grasp_label_visibility (PendingVisibility): packed as ``grasp_label_visibility``, for
+      GraspDataPreprocessor to run the visible-label test on the batch's device
     - economic_labels (EconomicFrameLabels): packed with the poses of ``poses``; with
       aug_on_device turned by aug_matrix here (the worker's float32 arithmetic), as these
       labels stay on the host
@@ -87,6 +89,8 @@ class PackGraspInputs(BaseTransform):
                               np.ascontiguousarray(poses[i], dtype=np.float32)))
                           for label, i in zip(labels, instances)]
             sample.grasp_labels = labels
+            if 'grasp_label_visibility' in results:
+                sample.grasp_label_visibility = results['grasp_label_visibility']
         if 'economic_labels' in results:  # poses after augmentation
             poses = np.ascontiguousarray(results['poses'], np.float32)
             if results.get('aug_on_device'):

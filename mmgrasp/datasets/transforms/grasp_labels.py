@@ -13,10 +13,12 @@ from mmgrasp.storage.labels.maps import open_maps
 from mmgrasp.storage.labels.store import (LabelStore, open_label_store, open_remote_label_store,
                                          unpack_rows, zero_where)
 from mmgrasp.structures.grasp_labels import COLLISION_MODES, ObjectGraspLabels
+from mmgrasp.structures.label_visibility import PendingVisibility, draw_rows
 from ..graspnet_reader import DatasetFileError
 from ..layouts import open_reader
 
 GRID_STORAGES = ('dense', 'deferred')
+VISIBLE_TESTS = ('device', 'worker')
 _stores: Dict[tuple, LabelStore] = {}
 
 
@@ -49,6 +51,13 @@ class SampleGraspLabels(BaseTransform):
         visible_only: keep only label points within ``visible_distance`` of the object's
             sampled scene points (GraspNet-baseline, Scale-Balanced-Grasp).
         visible_distance: metres.
+        visible_test: where the visible test runs: ``'device'`` (the data preprocessor tests
+            the batch on its device; the worker ships every label point of the object and its
+            sampled points, :class:`~mmgrasp.structures.label_visibility.PendingVisibility`)
+            or ``'worker'`` (a cKDTree per object here, the reference path; the only one with
+            ``grids='dense'``, whose rows are read here). None: ``'device'`` with deferred
+            grids, else ``'worker'``. The same rows either way: the draw among the visible
+            points takes a generator seeded from the sample's stream.
         collision: ``'zero_scores'`` (μ and tolerance 0 where the grasp collides with the
             scene), ``'mask'`` (carry the mask; the assigner applies it where it matches the
             labels, so the targets equal ``'zero_scores'``, and keeps it in
@@ -78,11 +87,14 @@ class SampleGraspLabels(BaseTransform):
         - grasp_labels (list[ObjectGraspLabels]): one per kept object
         - grasp_label_instances (K,) int64: index of each kept object in ``poses``; the pose of
           a label is taken from ``poses`` when the sample is packed, after augmentation
+        - grasp_label_visibility (PendingVisibility): with ``visible_test='device'``; the
+          labels then carry all their label points until the data preprocessor keeps some
     """
 
     def __init__(self, point_fraction: float = 0.25, min_points: int = 300,
                  min_object_points: int = 50, visible_only: bool = False,
-                 visible_distance: float = 0.01, collision: str = 'zero_scores',
+                 visible_distance: float = 0.01, visible_test: Optional[str] = None,
+                 collision: str = 'zero_scores',
                  tolerance: bool = False, skip_objects: Sequence[int] = (),
                  grids: str = 'deferred', cache_dir: Optional[str] = None,
                  tolerance_dir: Optional[str] = None, store_url: Optional[str] = None,
@@ -94,6 +106,13 @@ class SampleGraspLabels(BaseTransform):
             raise ValueError(f'SampleGraspLabels: store_url={store_url!r} serves deferred grids '
                              f'only: grids=\'dense\' would read whole grids in loader workers, '
                              f'which never touch the network')
+        visible_test = visible_test or ('device' if grids == 'deferred' else 'worker')
+        if visible_test not in VISIBLE_TESTS:
+            raise ValueError(f'SampleGraspLabels: visible_test={visible_test!r}: expected one '
+                             f'of {VISIBLE_TESTS}')
+        if visible_test == 'device' and grids == 'dense':
+            raise ValueError("SampleGraspLabels: visible_test='device' needs grids='deferred' "
+                             "(dense grids are read in the worker, after the test)")
         if collision not in COLLISION_MODES:
             raise ValueError(f'SampleGraspLabels: collision={collision!r}: expected one of '
                              f'{COLLISION_MODES}')
@@ -102,6 +121,7 @@ class SampleGraspLabels(BaseTransform):
         self.min_object_points = min_object_points
         self.visible_only = visible_only
         self.visible_distance = visible_distance
+        self.visible_test = visible_test
         self.collision = collision
         self.tolerance = tolerance
         self.skip_objects = tuple(int(o) for o in skip_objects)
@@ -131,17 +151,16 @@ class SampleGraspLabels(BaseTransform):
             self._checked_stores.add(id(store))
         return store
 
-    def _choose_rows(self, store: LabelStore, obj: int, pose: np.ndarray,
-                     object_points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        points = store.points(obj)
-        candidates = np.arange(len(points))
-        if self.visible_only:
-            camera_points = points @ pose[:, :3].T + pose[:, 3]
-            distance, _ = cKDTree(object_points).query(camera_points, k=1)
-            candidates = candidates[distance < self.visible_distance]
-        keep = min(max(int(len(candidates) * self.point_fraction), self.min_points),
-                   len(candidates))
-        return np.sort(rng.choice(candidates, keep, replace=False))
+    def _choose_rows(self, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Without the visible test: a share of all the object's label points."""
+        keep = min(max(int(len(points) * self.point_fraction), self.min_points), len(points))
+        return np.sort(rng.choice(len(points), keep, replace=False))
+
+    def _visible(self, camera_points: np.ndarray, object_points: np.ndarray) -> np.ndarray:
+        """The worker's visible test: label points within ``visible_distance`` of the
+        object's sampled points (cKDTree, float64)."""
+        distance, _ = cKDTree(object_points).query(camera_points, k=1)
+        return distance < self.visible_distance
 
     def _dense(self, store: LabelStore, record: StoreGrids) -> dict:
         rows, maps = record.rows, open_maps()
@@ -184,31 +203,67 @@ class SampleGraspLabels(BaseTransform):
         store = self.prepare(results['data_root'])
         seg, rng, scene = results['seg'], results['rng'], int(results['scene'])
         self._check_objects(store, scene, results)
-        labels, instances = [], []
+        # the draw among visible points: its own generator, so that the device path, which
+        # draws after the test, consumes the sample's stream as the worker path does
+        seed = int(rng.integers(2 ** 63)) if self.visible_only else None
+        labels, instances, visible, pending = [], [], [], ([], [])
         for i, (obj, pose) in enumerate(zip(results['object_ids'], results['poses'])):
             obj = int(obj)
             on_object = seg == obj + 1
             if obj in self.skip_objects or on_object.sum() < self.min_object_points:
                 continue
-            object_points = results['points'][on_object] if self.visible_only else None
-            rows = self._choose_rows(store, obj, pose, object_points, rng)
-            instance = int(results['instance_index'][i])
-            record = StoreGrids(store=store.path, object_id=obj, rows=rows.astype(np.int32),
-                                grid=store.grid, collision_mode=self.collision,
-                                has_tolerance=self.tolerance, scene=scene,
-                                collision_offset=store.collision_row_offset(scene, instance),
-                                matched_cells=store.objects[obj].score_codes)
-            grids = self._dense(store, record) if self.grids == 'dense' else dict(deferred=record)
-            labels.append(ObjectGraspLabels(
-                points=torch.from_numpy(store.points(obj)[rows]),
-                pose=torch.from_numpy(np.ascontiguousarray(pose, dtype=np.float32)),
-                object_id=obj, collision_mode=self.collision, **grids))
+            points = store.points(obj)
+            if self.visible_only:
+                camera_points = points @ pose[:, :3].T + pose[:, 3]
+                object_points = results['points'][on_object]
+                if self.visible_test == 'device':
+                    pending[0].append(camera_points)
+                    pending[1].append(object_points)
+                    rows = np.arange(len(points))
+                else:
+                    visible.append(self._visible(camera_points, object_points))
+                    rows = None  # drawn below, object after object
+            else:
+                rows = self._choose_rows(points, rng)
+            labels.append((obj, pose, rows, int(results['instance_index'][i])))
             instances.append(i)
-        results['grasp_labels'] = labels
+        if self.visible_only and self.visible_test == 'worker':
+            drawn = iter(draw_rows(visible, seed, self.point_fraction, self.min_points))
+            labels = [(obj, pose, next(drawn), k) for obj, pose, _, k in labels]
+        results['grasp_labels'] = [self._labels(store, scene, *label) for label in labels]
         results['grasp_label_instances'] = np.asarray(instances, dtype=np.int64)
+        if self.visible_only and self.visible_test == 'device':
+            results['grasp_label_visibility'] = self._pending(*pending, seed)
         return results
+
+    def _labels(self, store: LabelStore, scene: int, obj: int, pose: np.ndarray,
+                rows: np.ndarray, instance: int) -> ObjectGraspLabels:
+        record = StoreGrids(store=store.path, object_id=obj, rows=rows.astype(np.int32),
+                            grid=store.grid, collision_mode=self.collision,
+                            has_tolerance=self.tolerance, scene=scene,
+                            collision_offset=store.collision_row_offset(scene, instance),
+                            matched_cells=store.objects[obj].score_codes)
+        grids = self._dense(store, record) if self.grids == 'dense' else dict(deferred=record)
+        return ObjectGraspLabels(
+            points=torch.from_numpy(store.points(obj)[rows]),
+            pose=torch.from_numpy(np.ascontiguousarray(pose, dtype=np.float32)),
+            object_id=obj, collision_mode=self.collision, **grids)
+
+    def _pending(self, camera_points: list, object_points: list,
+                 seed: int) -> PendingVisibility:
+        """One flat buffer of label points and one of scene points for the whole sample."""
+        def flat(parts):
+            if not parts:
+                return torch.zeros((0, 3), dtype=torch.float32), np.zeros(0, dtype=np.int64)
+            return (torch.from_numpy(np.concatenate(parts).astype(np.float32, copy=False)),
+                    np.array([len(p) for p in parts], dtype=np.int64))
+        label_points, label_counts = flat(camera_points)
+        scene_points, scene_counts = flat(object_points)
+        return PendingVisibility(label_points, label_counts, scene_points, scene_counts, seed,
+                                 self.visible_distance, self.point_fraction, self.min_points)
 
     def __repr__(self) -> str:
         args = ', '.join(f'{k}={v!r}' for k, v in self.config().items() if k != 'type')
         where = f', store_url={self.store_url!r}' if self.store_url else ''
-        return f'{type(self).__name__}({args}, grids={self.grids!r}{where})'
+        return (f'{type(self).__name__}({args}, grids={self.grids!r}, '
+                f'visible_test={self.visible_test!r}{where})')

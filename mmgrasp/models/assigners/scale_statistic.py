@@ -17,6 +17,7 @@ from mmengine.logging import print_log
 
 from mmgrasp.storage.labels.store import default_cache_dir
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels, gather_grids
+from mmgrasp.structures.label_visibility import resolved_grasp_labels
 from mmgrasp.geometry.grasp_frames import GRASP_MAX_WIDTH
 
 DEFAULT_EDGES = np.linspace(0.003, 0.1, 33)
@@ -57,7 +58,7 @@ def compute_scale_statistic(dataset, num_frames: int,
     counts = np.zeros(len(edges) - 1, np.int64)
     for i in range(num_frames):
         sample = dataset[(0, i)]
-        widths = best_grasp_widths(sample['data_samples'].grasp_labels)
+        widths = best_grasp_widths(resolved_grasp_labels(sample['data_samples']))
         counts += np.histogram(widths, bins=edges)[0]
         if (i + 1) % max(1, num_frames // 10) == 0 or i + 1 == num_frames:
             print_log(f'scale statistic: {i + 1}/{num_frames} frames', logger='current')

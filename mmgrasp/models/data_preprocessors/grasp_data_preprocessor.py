@@ -10,6 +10,7 @@ from mmgrasp.ops.point_normals import batch_normals
 from mmgrasp.registry import MODELS
 from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.structures.label_batch import GraspLabelBatch
+from mmgrasp.structures.label_visibility import resolve_visibility
 
 
 @MODELS.register_module()
@@ -36,6 +37,20 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     batch_normals`: one Triton launch on CUDA, the worker's function frame by frame on the
     CPU), bit for bit the worker's, and stored as ``inputs['normals']``.
 
+    Visible labels: when the samples carry ``grasp_label_visibility``
+    (``SampleGraspLabels(visible_test='device')``), the visible-label test of every object of
+    the batch runs here, on the device, before the labels are stacked
+    (:func:`mmgrasp.structures.label_visibility.resolve_visibility`: one host read of the
+    masks, the draw on the host), and the stacked labels hold the kept rows: bit for bit the
+    worker's test.
+
+    Args:
+        visible_kd_tree: how the visible-label test runs: None (a float64 brute-force pass on
+            a CUDA device, the worker's cKDTree per object on the CPU, where the pass would
+            cost the host seconds a batch), False (the pass on every device: what the launch
+            counter counts as the CUDA path), True (the cKDTree on every device).
+        **kwargs: ``BaseDataPreprocessor``'s.
+
     Inputs already on the device (moved ahead by :class:`~mmgrasp.engine.DevicePrefetcher`)
     are not copied again.
 
@@ -44,6 +59,10 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
     tensor, 'grasp_labels': GraspLabelBatch}, 'data_samples': [...]}`` (no ``grasp_labels``
     when the samples carry none, e.g. at test time).
     """
+
+    def __init__(self, visible_kd_tree: Optional[bool] = None, **kwargs):
+        super().__init__(**kwargs)
+        self.visible_kd_tree = visible_kd_tree
 
     def _move(self, tensor: Tensor) -> Tensor:
         if (tensor.device.type == self.device.type
@@ -76,9 +95,24 @@ class GraspDataPreprocessor(BaseDataPreprocessor):
         elif matrices is not None:
             inputs['points'] = apply_matrix(matrices, inputs['points'])
         if samples and all('grasp_labels' in s for s in samples):
-            inputs['grasp_labels'] = self.stack_labels([s.grasp_labels for s in samples],
+            inputs['grasp_labels'] = self.stack_labels(self.resolve_visibility(samples),
                                                        matrices)
         return {'inputs': inputs, 'data_samples': samples}
+
+    def resolve_visibility(self, samples) -> List[List[ObjectGraspLabels]]:
+        """Each sample's grasp labels after its pending visible-label test (all samples or
+        none carry one). The samples are left as they came: a batch run twice is tested
+        twice."""
+        pending = ['grasp_label_visibility' in s for s in samples]
+        if not any(pending):
+            return [s.grasp_labels for s in samples]
+        if not all(pending):
+            raise ValueError('GraspDataPreprocessor: some samples of the batch carry a pending '
+                             'visible-label test and some do not (one SampleGraspLabels '
+                             'visible_test for the batch)')
+        records = [s.grasp_label_visibility for s in samples]
+        return resolve_visibility([s.grasp_labels for s in samples], records, self.device,
+                                  self.visible_kd_tree)
 
     @staticmethod
     def normal_rule(samples) -> Optional[dict]:

@@ -28,7 +28,7 @@ from mmgrasp.geometry.grasp_frames import generate_grasp_views
 from mmgrasp.structures.matched_labels import MatchedLabels
 
 V, A, D = 5, 3, 3  # tests/conftest.py SMALL_GRID
-FRAMES = [(0, 0), (0, 4)]  # one frame of each scene
+FRAMES = [(0, 1), (0, 4)]  # one frame of each scene, every loss term live at the first step
 NUM_POINTS = 1500
 HEADS = dict(num_views=V, num_angles=A, num_depths=D,
              crop=dict(type='DepthCloudCrop', nsample=16, channels=(16, 32, 64)),

@@ -193,6 +193,8 @@ def test_cuda_path_on_the_cpu_runs_references_in_scopes_unless_interpreted():
         cfg = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_demo.py'))
         model = dispatch.path_config(cfg, {}, path, scoped).model
         assert (model.point_ops, model.backbone.conv_algorithm) == (point_ops, algorithm)
+        # the visible-label test: its CUDA pass on cuda_path, the CPU's choice otherwise
+        assert model.data_preprocessor.visible_kd_tree == (False if path == 'cuda_path' else None)
 
 
 def test_torch_reference_runs_the_torch_backend():
