@@ -12,7 +12,7 @@ the first unpack), but its first call imports ``torch._dynamo`` (seconds to tens
 on a loaded machine), in every process that trains.
 """
 import weakref
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Callable, ContextManager, Iterator, List
 
 import torch
@@ -31,6 +31,9 @@ class _Region:
 
     def __init__(self, fn: Callable, args: tuple, context: Callable[[], ContextManager]):
         self.fn, self.args, self.context = fn, args, context
+        # the backward pass runs outside the forward's autocast: recompute inside it again
+        self.autocast = [(device, torch.get_autocast_dtype(device),
+                          torch.is_autocast_enabled(device)) for device in ('cpu', 'cuda')]
         self.holders: List[weakref.ref] = []
         self.values: 'weakref.WeakKeyDictionary[_Holder, Tensor]' = weakref.WeakKeyDictionary()
 
@@ -50,11 +53,16 @@ class _Region:
         def keep(tensor: Tensor) -> None:
             saved.append(tensor.detach())
 
-        with torch.enable_grad(), self.context(), \
-                torch.autograd.graph.saved_tensors_hooks(keep, lambda _: None):
+        with ExitStack() as stack:
+            for device, dtype, enabled in self.autocast:
+                stack.enter_context(torch.autocast(device, dtype, enabled))
+            stack.enter_context(torch.enable_grad())
+            stack.enter_context(self.context())
+            stack.enter_context(torch.autograd.graph.saved_tensors_hooks(keep, lambda _: None))
             self.fn(*self.args)
         if len(saved) != len(self.holders):
-            raise RuntimeError(f'recomputed: {self.fn} saved {len(saved)} tensors when '
+            name = getattr(self.fn, '__qualname__', self.fn)
+            raise RuntimeError(f'recomputed: {name} saved {len(saved)} tensors when '
                                f'recomputed, {len(self.holders)} in the forward pass')
         for ref, tensor in zip(self.holders, saved):
             holder = ref()
