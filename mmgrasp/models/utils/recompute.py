@@ -21,10 +21,7 @@ from torch import Tensor, nn
 
 class _Holder:
     """Stands for one saved tensor; the recomputed tensor lives while its holder does."""
-    __slots__ = ('index', '__weakref__')
-
-    def __init__(self, index: int):
-        self.index = index
+    __slots__ = ('__weakref__', )
 
 
 class _Region:
@@ -38,7 +35,7 @@ class _Region:
         self.values: 'weakref.WeakKeyDictionary[_Holder, Tensor]' = weakref.WeakKeyDictionary()
 
     def pack(self, tensor: Tensor) -> _Holder:
-        holder = _Holder(len(self.holders))
+        holder = _Holder()
         self.holders.append(weakref.ref(holder))
         return holder
 
