@@ -379,34 +379,42 @@ class MultiScaleInteractiveCrop(nn.Module):
         """(G, 3 + C, B, Ns, k): for every radius, the grouped seeds' local coordinates in the
         grasp frame over the radius (Rᵀ(q − c) / r) and their features (``idx``: the
         :meth:`query`, made when not given)."""
-        groups = self.groups
         if idx is None:
             idx = self.query(seeds, rotations)
+        return self._join(*self._coordinates(seeds, rotations, idx), features)
+
+    def _coordinates(self, seeds: Tensor, rotations: Tensor, idx: Tensor
+                     ) -> Tuple[Tensor, Tensor]:
+        """(B, Ns, G, k, 3) local coordinates over the radii and the (B, Ns·G·k) flat indices.
+        The coordinates carry no gradient (the seeds have none): gathered on their own, so the
+        backward runs through the features' gather only."""
         G, B, Ns, k = idx.shape
         flat = idx.permute(1, 2, 0, 3).reshape(B, Ns * G * k)  # (B, Ns, G, k) order
-        # the coordinates carry no gradient (the seeds have none): gathered on their own, so
-        # the backward runs through the features' gather only
         grouped_xyz = torch.gather(seeds, 1, flat[..., None].expand(-1, -1, 3))
         offsets = grouped_xyz.view(B, Ns, G * k, 3) - seeds[:, :, None]
         local = torch.matmul(offsets, rotations).view(B, Ns, G, k, 3)  # (Rᵀ(q − c))ᵀ
-        radii = local.new_tensor(groups.radii).view(1, 1, G, 1, 1)
+        radii = local.new_tensor(self.groups.radii).view(1, 1, G, 1, 1)
+        return local / radii, flat
+
+    @staticmethod
+    def _join(local: Tensor, flat: Tensor, features: Tensor) -> Tensor:
+        """The coordinates and the gathered features -> (G, 3 + C, B, Ns, k)."""
+        B, Ns, G, k, _ = local.shape
         grouped = group_points(features, flat).view(B, -1, Ns, G, k)
-        return torch.cat([(local / radii).permute(2, 4, 0, 1, 3),
-                          grouped.permute(3, 1, 0, 2, 4)], dim=1)
+        return torch.cat([local.permute(2, 4, 0, 1, 3), grouped.permute(3, 1, 0, 2, 4)], dim=1)
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
-        idx = self.query(seeds, rotations)
+        local, flat = self._coordinates(seeds, rotations, self.query(seeds, rotations))
         if self.training and torch.is_grad_enabled():
             # the grouped crops (515 floats a sampled point and radius at the paper's widths)
-            # are the first conv's input, kept for its weight's gradient: gathered again from
-            # the indices in the backward pass instead (the same copies and products)
-            crops = recomputed(self._project, seeds, features, rotations, idx)
+            # are the first conv's input, kept for its weight's gradient: gathered again in
+            # the backward pass instead (the same gather, concatenation and product)
+            crops = recomputed(self._project, local, flat, features)
         else:
-            crops = self._project(seeds, features, rotations, idx)
+            crops = self._project(local, flat, features)
         out = self.groups(crops, seeds, generator)
         return self.fusion(out.permute(2, 0, 1, 3), generator)  # (B, G, C, Ns)
 
-    def _project(self, seeds: Tensor, features: Tensor, rotations: Tensor,
-                 idx: Tensor) -> Tensor:
-        return self.groups.project(self.group(seeds, features, rotations, idx))
+    def _project(self, local: Tensor, flat: Tensor, features: Tensor) -> Tensor:
+        return self.groups.project(self._join(local, flat, features))
