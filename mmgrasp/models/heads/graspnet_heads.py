@@ -198,10 +198,10 @@ class MultiScaleCloudCrop(nn.Module):
         return fused + gated[..., None]
 
     def _embed(self, crop: DepthCloudCrop, local: Tensor) -> Tensor:
-        """``crop.embed(local)``; in training, its MLP's activations (896 floats a sample point
-        and radius) are not kept but recomputed, one radius at a time, in the backward pass: the
-        same ops on the same inputs, so the same values and gradients, with a quarter of the
-        crops' activations alive at once instead of all of them."""
+        """``crop.embed(local)``; in training its MLP's activations (each layer's conv and ReLU
+        outputs: 896 floats a sampled point at the shipped widths, 1.75 GiB a radius at paper
+        size) are not kept but recomputed, one radius at a time, in the backward pass: the
+        same ops on the same inputs, so the same values and gradients."""
         if not (self.training and torch.is_grad_enabled()):
             return crop.embed(local)
         return recomputed(crop.embed, local, context=partial(scratch_running_stats, crop))
