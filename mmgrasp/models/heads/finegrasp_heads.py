@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from mmgrasp.registry import MODELS
 from mmgrasp.ops.point_ops import cylinder_queries, group_points
+from mmgrasp.models.utils.recompute import recomputed
 from .economic_heads import InteractiveCylinderCrop
 
 
@@ -281,12 +282,14 @@ class StackedInteractiveGroups(nn.Module):
                 per_group.append(value.reshape(target.shape[1:]))
             state[prefix + name] = torch.stack(per_group)
 
-    def _mlp(self, name: str, depth: int, x: Tensor) -> Tensor:
+    def _mlp(self, name: str, depth: int, x: Tensor, projected: bool = False) -> Tensor:
         """(G, C_in, M) -> (G, C_out, M): per group conv (bmm), BatchNorm, ReLU, ``depth``
-        times; a (G, M, C_in) view is taken as is by the first matmul."""
+        times; a (G, M, C_in) view is taken as is by the first matmul. ``projected``: ``x`` is
+        the first conv's product already."""
         G = self.num_groups
         for i in range(depth):
-            x = torch.bmm(getattr(self, f'{name}{i}_weight'), x)
+            if i or not projected:
+                x = torch.bmm(getattr(self, f'{name}{i}_weight'), x)
             x = F.batch_norm(x.view(1, -1, x.shape[-1]),
                              getattr(self, f'{name}{i}_running_mean').view(-1),
                              getattr(self, f'{name}{i}_running_var').view(-1),
@@ -296,14 +299,22 @@ class StackedInteractiveGroups(nn.Module):
             x = F.relu(x)
         return x
 
+    def project(self, crops: Tensor) -> Tensor:
+        """crops (G, 3 + C_in, B, Ns, k) -> (G, C, B·Ns·k): the first MLP's first conv."""
+        return torch.bmm(self.mlp0_weight, crops.reshape(self.num_groups, crops.shape[1], -1))
+
     def forward(self, crops: Tensor, seeds: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
         """crops (G, 3 + C_in, B, Ns, k) (the groups' :meth:`InteractiveCylinderCrop.group`
-        tensors, group axis first), seeds (B, Ns, 3) -> (G, C, B, Ns)."""
-        G, _, B, Ns, k = crops.shape
+        tensors, group axis first) or their :meth:`project` (G, C, B·Ns·k), seeds (B, Ns, 3)
+        -> (G, C, B, Ns)."""
+        G, k = self.num_groups, self.nsample
+        B, Ns, _ = seeds.shape
         if self.training:
             self.num_batches_tracked.add_(1)
-        x = self._mlp('mlp', self.mlp_depth, crops.reshape(G, -1, B * Ns * k))
+        projected = crops.dim() == 3
+        x = self._mlp('mlp', self.mlp_depth, crops if projected else
+                      crops.reshape(G, -1, B * Ns * k), projected)
         coords = seeds.permute(2, 0, 1)[None, :, :, :, None].expand(G, -1, -1, -1, k)
         tokens = torch.cat([x.view(G, -1, B, Ns, k), coords], dim=1)  # (G, D, B, Ns, k)
         D = tokens.shape[1]
@@ -357,25 +368,53 @@ class MultiScaleInteractiveCrop(nn.Module):
         self.fusion = GroupTransformerFusion(self.out_channels, fusion_layers, fusion_heads,
                                              fusion_feedforward, fusion_dropout)
 
-    def group(self, seeds: Tensor, features: Tensor, rotations: Tensor) -> Tensor:
-        """(G, 3 + C, B, Ns, k): for every radius, the grouped seeds' local coordinates in the
-        grasp frame over the radius (Rᵀ(q − c) / r) and their features."""
+    def query(self, seeds: Tensor, rotations: Tensor) -> Tensor:
+        """(G, B, Ns, k) indices of every radius's cylinder among the seeds."""
         groups = self.groups
-        idx = cylinder_queries(seeds, seeds, rotations, groups.radii, groups.hmin,
-                               (groups.hmax, ), groups.nsample)[:, 0]  # (G, B, Ns, k)
+        return cylinder_queries(seeds, seeds, rotations, groups.radii, groups.hmin,
+                                (groups.hmax, ), groups.nsample)[:, 0]
+
+    def group(self, seeds: Tensor, features: Tensor, rotations: Tensor,
+              idx: Optional[Tensor] = None) -> Tensor:
+        """(G, 3 + C, B, Ns, k): for every radius, the grouped seeds' local coordinates in the
+        grasp frame over the radius (Rᵀ(q − c) / r) and their features (``idx``: the
+        :meth:`query`, made when not given)."""
+        if idx is None:
+            idx = self.query(seeds, rotations)
+        return self._join(*self._coordinates(seeds, rotations, idx), features)
+
+    def _coordinates(self, seeds: Tensor, rotations: Tensor, idx: Tensor
+                     ) -> Tuple[Tensor, Tensor]:
+        """(B, Ns, G, k, 3) local coordinates over the radii and the (B, Ns·G·k) flat indices.
+        The coordinates carry no gradient (the seeds have none): gathered on their own, so the
+        backward runs through the features' gather only."""
         G, B, Ns, k = idx.shape
         flat = idx.permute(1, 2, 0, 3).reshape(B, Ns * G * k)  # (B, Ns, G, k) order
-        # the coordinates carry no gradient (the seeds have none): gathered on their own, so
-        # the backward runs through the features' gather only
         grouped_xyz = torch.gather(seeds, 1, flat[..., None].expand(-1, -1, 3))
         offsets = grouped_xyz.view(B, Ns, G * k, 3) - seeds[:, :, None]
         local = torch.matmul(offsets, rotations).view(B, Ns, G, k, 3)  # (Rᵀ(q − c))ᵀ
-        radii = local.new_tensor(groups.radii).view(1, 1, G, 1, 1)
+        radii = local.new_tensor(self.groups.radii).view(1, 1, G, 1, 1)
+        return local / radii, flat
+
+    @staticmethod
+    def _join(local: Tensor, flat: Tensor, features: Tensor) -> Tensor:
+        """The coordinates and the gathered features -> (G, 3 + C, B, Ns, k)."""
+        B, Ns, G, k, _ = local.shape
         grouped = group_points(features, flat).view(B, -1, Ns, G, k)
-        return torch.cat([(local / radii).permute(2, 4, 0, 1, 3),
-                          grouped.permute(3, 1, 0, 2, 4)], dim=1)
+        return torch.cat([local.permute(2, 4, 0, 1, 3), grouped.permute(3, 1, 0, 2, 4)], dim=1)
 
     def forward(self, seeds: Tensor, features: Tensor, rotations: Tensor,
                 generator: Optional[torch.Generator] = None) -> Tensor:
-        out = self.groups(self.group(seeds, features, rotations), seeds, generator)
+        local, flat = self._coordinates(seeds, rotations, self.query(seeds, rotations))
+        if self.training and torch.is_grad_enabled():
+            # the grouped crops (515 floats a sampled point and radius at the paper's widths)
+            # are the first conv's input, kept for its weight's gradient: gathered again in
+            # the backward pass instead (the same gather, concatenation and product)
+            crops = recomputed(self._project, local, flat, features)
+        else:
+            crops = self._project(local, flat, features)
+        out = self.groups(crops, seeds, generator)
         return self.fusion(out.permute(2, 0, 1, 3), generator)  # (B, G, C, Ns)
+
+    def _project(self, local: Tensor, flat: Tensor, features: Tensor) -> Tensor:
+        return self.groups.project(self._join(local, flat, features))

@@ -4,6 +4,7 @@ score/angle/width and tolerance per depth.
 
 Shapes: B frames, Ns seeds, N scene points, V views, A angles, D depths (one crop per depth).
 """
+from functools import partial
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 from mmgrasp.registry import MODELS
 from mmgrasp.ops.point_ops import cylinder_queries, group_points
 from mmgrasp.geometry.grasp_frames import approach_to_matrix, generate_grasp_views
+from mmgrasp.models.utils.recompute import recomputed, scratch_running_stats
 
 
 def depth_hmax(num_depths: int) -> Tuple[float, ...]:
@@ -188,12 +190,21 @@ class MultiScaleCloudCrop(nn.Module):
         first = self.crops[0]
         idx = cylinder_queries(points, centres, rotations, [c.radius for c in self.crops],
                                first.hmin, first.hmax, first.nsample)
-        crops = torch.cat([crop.embed(local) for crop, local in
+        crops = torch.cat([self._embed(crop, local) for crop, local in
                            zip(self.crops, self.group(centres, points, rotations, idx))], dim=1)
         B, C, Ns, D = crops.shape
         fused = self.fuse(crops.view(B, C, Ns * D)).view(B, -1, Ns, D)
         gated = self.gate(seed_features) * seed_features
         return fused + gated[..., None]
+
+    def _embed(self, crop: DepthCloudCrop, local: Tensor) -> Tensor:
+        """``crop.embed(local)``; in training its MLP's activations (each layer's conv and ReLU
+        outputs: 896 floats a sampled point at the shipped widths, 1.75 GiB a radius at paper
+        size) are not kept but recomputed, one radius at a time, in the backward pass: the
+        same ops on the same inputs, so the same values and gradients."""
+        if not (self.training and torch.is_grad_enabled()):
+            return crop.embed(local)
+        return recomputed(crop.embed, local, context=partial(scratch_running_stats, crop))
 
 
 class _DepthHead(nn.Module):

@@ -192,6 +192,43 @@ def test_multi_scale_grouping_of_all_radii_equals_each_crop_grouping():
     assert all(torch.equal(p.grad, e) for p, e in zip(msc.parameters(), grads))
 
 
+def test_multi_scale_crop_recomputes_its_mlps_with_the_same_values_and_less_memory():
+    """In training each radius's MLP is recomputed in the backward pass instead of keeping its
+    activations: the output, every gradient, the batch-norm running statistics and counters
+    equal the kept formulation (each crop's embed called as is) bit for bit, and the counted
+    peak of live bytes is lower."""
+    import copy
+
+    from mmgrasp.models.utils.live_bytes import LiveBytes
+    g = torch.Generator().manual_seed(7)
+    points = torch.rand(2, 600, 3, generator=g) * 0.15
+    centres = points[:, :40]
+    rotations = torch.linalg.qr(torch.randn(2, 40, 3, 3, generator=g)).Q
+    feats = torch.randn(2, 16, 40, generator=g)
+    torch.manual_seed(0)
+    recomputed = MultiScaleCloudCrop(in_channels=16, radius=0.06, nsample=32, channels=(8, 16))
+    kept = copy.deepcopy(recomputed)
+    kept._embed = lambda crop, local: crop.embed(local)  # the formulation that keeps them
+
+    def step(module):
+        seed_features = feats.clone().requires_grad_()
+        with LiveBytes() as counter:
+            start = counter.live
+            out = module(centres, points, rotations, seed_features)
+            out.square().sum().backward()
+        return out, seed_features.grad, counter.peak - start
+
+    out, feat_grad, peak = step(recomputed)
+    out_kept, feat_grad_kept, peak_kept = step(kept)
+    assert torch.equal(out, out_kept) and torch.equal(feat_grad, feat_grad_kept)
+    assert all(torch.equal(p.grad, q.grad) for p, q in
+               zip(recomputed.parameters(), kept.parameters()))
+    state, state_kept = recomputed.state_dict(), kept.state_dict()
+    assert int(state['crops.0.mlp.1.num_batches_tracked']) == 1
+    assert all(torch.equal(v, state_kept[k]) for k, v in state.items())
+    assert peak < 0.7 * peak_kept
+
+
 def test_cylinder_queries_match_a_numpy_query_per_radius_and_height():
     g = torch.Generator().manual_seed(3)
     points = torch.rand(2, 500, 3, generator=g) * 0.2
