@@ -114,8 +114,10 @@ def test_grasp_demo_applies_the_datasets_workspace_to_a_frame(synthetic_root, sm
     # a dataset frame draws its points by its id, as the test dataset does
     assert len(expected((0, 'realsense', 1))) > 0
     np.testing.assert_array_equal(np.load(saved), expected((0, 'realsense', 1)))
-    # the picture is drawn on the frame's RGB image
-    assert cv2.imread(out).shape[:2] == reader.load_depth(0, 1).shape
+    # the picture is drawn on the frame's RGB image, its legends in a strip to the right
+    height, width = reader.load_depth(0, 1).shape
+    picture = cv2.imread(out).shape[:2]
+    assert picture[0] == height and picture[1] > width, (picture, (height, width))
     # the same through the PNG the tool writes, given to --mask
     mask_png = str(tmp_path / 'ws.png')
     assert mask_tool.main([synthetic_root, '--scene', '0', '--frame', '1', '--out',
