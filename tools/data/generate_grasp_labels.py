@@ -34,7 +34,8 @@ import sys
 import time
 
 from mmgrasp.datasets.labelgen.intake import intake_meshes, labelling_path
-from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
+from mmgrasp.datasets.labelgen.objects import (LABEL_VOXEL, find_meshes, label_mesh_file,
+                                                label_pool)
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
 from mmgrasp.geometry import parse_gripper_options, read_gripper_file
 
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     print(f'[labels] {len(todo)} of {len(meshes)} objects to label with gripper '
           f'{gripper.describe()}, {args.nproc} process(es)', flush=True)
     t0, failed = time.time(), []
-    with cf.ProcessPoolExecutor(max(1, args.nproc)) as pool:
+    with label_pool(args.nproc) as pool:
         futures = {pool.submit(label_mesh_file, obj, path, args.out, gripper, args.voxel_size,
                                args.sdf_resolution, args.sdf_backend, args.max_memory,
                                args.seed, args.use_dexnet_sdf, stamp, args.label_backend,

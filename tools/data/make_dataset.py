@@ -31,7 +31,8 @@ import sys
 import time
 
 from mmgrasp.datasets.labelgen.intake import intake_meshes, labelling_path
-from mmgrasp.datasets.labelgen.objects import LABEL_VOXEL, find_meshes, label_mesh_file
+from mmgrasp.datasets.labelgen.objects import (LABEL_VOXEL, find_meshes, label_mesh_file,
+                                                label_pool)
 from mmgrasp.datasets.labelgen.scenegen import (DEPTH_NOISE, NUM_VIEWS, make_scene, scene_ids,
                                                 scene_objects)
 from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
@@ -99,7 +100,7 @@ def _up_to_date(path: str, stamp: dict) -> bool:
 def _pool(nproc: int, jobs: dict, tag: str, describe) -> int:
     """Run {key: (fn, args)} in ``nproc`` processes with a progress line each; failures."""
     t0, failed = time.time(), 0
-    with cf.ProcessPoolExecutor(max(1, nproc)) as pool:
+    with label_pool(nproc) as pool:
         futures = {pool.submit(fn, *args): key for key, (fn, args) in jobs.items()}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             key = futures[fut]

@@ -14,14 +14,17 @@ label file, each written through a temporary name.
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import itertools
 import json
+import multiprocessing as mp
 import os
 import shutil
 import time
 from typing import Callable, Optional
 
 import numpy as np
+import torch
 
 from mmgrasp.geometry import (GRASPNET_GRIPPER, Gripper, SignedDistanceField, read_dexnet_sdf,
                               voxel_downsample, write_dexnet_sdf)
@@ -140,6 +143,14 @@ def generate_object(mesh: TriangleMesh, root: str, obj_id: int,
     os.makedirs(os.path.join(root, 'grasp_label'), exist_ok=True)
     save_labels(os.path.join(root, 'grasp_label', f'{obj_id:03d}_labels.npz'), labels)
     return labels
+
+
+def label_pool(nproc: int) -> cf.ProcessPoolExecutor:
+    """The process pool of the label tools: spawned, not forked (a child forked from a process
+    whose torch thread pool already ran hangs in its first parallel region), each process on
+    one torch thread (``nproc`` processes share the cores)."""
+    return cf.ProcessPoolExecutor(max(1, nproc), mp_context=mp.get_context('spawn'),
+                                  initializer=torch.set_num_threads, initargs=(1, ))
 
 
 def label_mesh_file(obj: int, path: str, root: str, gripper: Gripper, voxel_size: float,
