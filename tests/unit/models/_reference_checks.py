@@ -64,9 +64,12 @@ def load_batch(dataset: GraspNetDataset, frames=FRAMES, seed: int = 0,
     data = pseudo_collate([dataset[f] for f in frames])
     aug = [m.numpy() for m in data['inputs'].get('aug_matrix', [None] * len(frames))]
     samples = data['data_samples']
-    labelled = [[(o.points.numpy(), o.pose.numpy(), o.object_id) for o in s.grasp_labels]
-                for s in samples]
-    inputs = GraspDataPreprocessor()(data, training=True)['inputs']
+    preprocessor = GraspDataPreprocessor()
+    # the label points the model gets: after the visible-label test where the data
+    # preprocessor runs it (visible_test='device'), as the samples carry them otherwise
+    labelled = [[(o.points.numpy(), o.pose.numpy(), o.object_id) for o in objects]
+                for objects in preprocessor.resolve_visibility(samples)]
+    inputs = preprocessor(data, training=True)['inputs']
     g = torch.Generator().manual_seed(seed)
     points = inputs['points']
     index = torch.stack([torch.randperm(points.shape[1], generator=g)[:num_seeds]
