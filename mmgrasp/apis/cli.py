@@ -55,6 +55,11 @@ def apply_cli_options(cfg: Config, config_path: str, cfg_options: Optional[dict]
 DEMO_DATA_COMMAND = ('python tools/data/make_synthetic.py {root} --scenes 4 --frames 4 '
                      '--objects 10 --points-per-object 300 --cameras realsense && '
                      'python tools/data/generate_graspness.py {root}')
+#: the GraspClutter6D demo's (docs/user_guides/dataset_prepare.md)
+GC6D_DEMO_DATA_COMMAND = ('python tools/data/make_synthetic.py {root} --layout graspclutter6d '
+                          '--scenes 3 --test-scenes 1 --frames 13 --objects 6 '
+                          '--points-per-object 300 && python tools/data/generate_graspness.py '
+                          '{root} --camera realsense-d435')
 
 
 def check_data_roots(cfg: Config, config_path: str, keys: Sequence[str]) -> None:
@@ -70,8 +75,10 @@ def check_data_roots(cfg: Config, config_path: str, keys: Sequence[str]) -> None
                 continue
             where = (f'{key}.dataset.datasets.{i}.data_root' if dataset.get('datasets') else
                      f'{key}.dataset.data_root' if 'dataset' in section else f'{key}.data_root')
-            fix = (f'write the demo dataset with `{DEMO_DATA_COMMAND.format(root=root)}`'
-                   if 'synthetic' in osp.basename(osp.normpath(root)) else
+            name = osp.basename(osp.normpath(root))
+            command = GC6D_DEMO_DATA_COMMAND if 'gc6d' in name else DEMO_DATA_COMMAND
+            fix = (f'write the demo dataset with `{command.format(root=root)}`'
+                   if 'synthetic' in name else
                    'put the dataset there (docs/user_guides/dataset_prepare.md)')
             raise SystemExit(f'{config_path}: data root {root} ({where}) does not exist '
                              f'(working directory {os.getcwd()}): {fix}, or give another root '

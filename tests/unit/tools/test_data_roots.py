@@ -39,3 +39,13 @@ def test_train_and_test_name_a_missing_data_root(tmp_path, monkeypatch):
                         '--cfg-options', 'test_evaluator.data_root=elsewhere'])
     assert 'data root elsewhere (test_evaluator.data_root)' in str(err.value)
     assert 'put the dataset there' in str(err.value)
+
+
+def test_a_missing_graspclutter6d_demo_root_gets_its_own_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no data/synthetic_gc6d here
+    config = os.path.join(REPO, 'configs', 'gsnet_gc6d_demo.py')
+    with pytest.raises(SystemExit) as err:
+        _tool('test').main([config, 'epoch_6.pth', '--work-dir', str(tmp_path / 'work')])
+    text = str(err.value)
+    assert 'data root data/synthetic_gc6d' in text and '--layout graspclutter6d' in text
+    assert '--camera realsense-d435' in text

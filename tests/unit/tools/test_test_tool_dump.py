@@ -27,8 +27,11 @@ def tool(monkeypatch):
 
 
 def _main(tool, dump, tmp_path, *extra):
+    # an existing data root: tools/test.py refuses a missing one before these checks matter
     return tool.main([os.path.join(REPO, 'configs', 'gsnet_gc6d_demo.py'), 'epoch_1.pth',
-                      '--dump', str(dump), '--work-dir', str(tmp_path / 'work'), *extra])
+                      '--dump', str(dump), '--work-dir', str(tmp_path / 'work'), '--cfg-options',
+                      f'test_dataloader.dataset.data_root={tmp_path}',
+                      f'test_evaluator.data_root={tmp_path}', *extra])
 
 
 def test_a_dump_folder_with_files_is_refused(tool, tmp_path):
