@@ -4,11 +4,8 @@ synthetic writer's scene folders (standing in for a simulator's), the label stor
 demo recipe trained and tested on it with the labels' gripper (a small grid) set in the model,
 the label sampling and the evaluator."""
 import importlib.util
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from mmengine.config import Config
@@ -17,9 +14,7 @@ from mmgrasp.apis import register_all_modules
 from mmgrasp.apis.config_check import check_grippers
 from mmgrasp.datasets.graspness import generate_graspness
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GRIPPER = "dict(num_views=6, num_angles=3, num_depths=2)"
+from _own_labels import REPO, train_and_test
 
 
 def _tool(name):
@@ -29,13 +24,6 @@ def _tool(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main
-
-
-def _run(*args, env=None, timeout=600):
-    out = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                         timeout=timeout, env=env)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return out
 
 
 @pytest.mark.slow
@@ -65,37 +53,8 @@ def test_meshes_to_a_trained_and_evaluated_gsnet(tmp_path):
     assert _tool('generate_collision_labels')([str(root)]) == 0
     _tool('build_label_store')([str(root)])
     generate_graspness(str(root))
-    config = tmp_path / 'mine.py'
-    config.write_text(f"""
-_base_ = ['{REPO}/configs/gsnet_demo.py']
-data_root = '{root}'
-gripper = {GRIPPER}
-train_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
-    data_root=data_root, pipeline=[
-        dict(type='LoadGraspScene', num_points=1000, with_graspness=True),
-        dict(type='SampleGraspLabels', min_object_points=20, gripper=gripper),
-        dict(type='RandomFlipRotateScene'),
-        dict(type='PackGraspInputs', keys=('points', 'objectness', 'graspness'))]))
-test_dataloader = dict(num_workers=0, dataset=dict(data_root=data_root, pipeline=[
-    dict(type='LoadGraspScene', num_points=1000, with_masked_cloud=True),
-    dict(type='PackGraspInputs', keys=('points', ),
-         meta_keys=('scene', 'frame', 'camera', 'sample_idx', 'epoch', 'masked_cloud'))]))
-test_evaluator = dict(data_root=data_root, gripper=gripper, nproc=1)
-train_cfg = dict(max_epochs=1)
-model = dict(num_seeds=32, num_views=6, num_angles=3, num_depths=2, gripper=gripper,
-             backbone=dict(channels=(8, 8, 8, 8, 8, 8, 8, 8), out_channels=16),
-             crop=dict(channels=(16, )), assigner=dict(num_views=6))
-""")
-    work = tmp_path / 'work'
-    _run('tools/train.py', str(config), '--work-dir', str(work), env=env)
-    out = _run('tools/test.py', str(config), str(work / 'epoch_1.pth'), '--work-dir',
-               str(tmp_path / 'test'), env=env)
-    assert '| AP |' in out.stdout or 'AP' in out.stdout
-    with open(tmp_path / 'test' / 'dump' / 'graspnet_realsense.json') as f:
-        result = json.load(f)
+    config, _, result = train_and_test(root, tmp_path, env)
     assert result['gripper']['num_views'] == 6 and result['coverage']['frames'] == 2
-    ap = result['figures']['AP']
-    assert ap == ap and 0 <= ap <= 100  # finite
     # a config with GraspNet's gripper on these labels is refused, naming both
     mixed = tmp_path / 'mixed.py'
     mixed.write_text(config.read_text().replace('model = dict(num_seeds=32, num_views=6, '
