@@ -24,6 +24,9 @@ Beside each scaling, the machine's ceiling measured in the same run: ``p`` forke
 dump's frames evaluated in memory (nothing read, nothing shared) against one copy; on a
 machine whose cores are shared or throttled it is below ``p``, and no split of the evaluation
 can beat it.
+``--steps`` adds, per dump, the CPU time a frame of each step of mmgrasp's evaluation on one
+core with the scene models already read (best of ``--repeat``): which part is fixed per frame
+and which grows with the grasps that reach the collision and force-closure tests.
 """
 import os
 
@@ -38,7 +41,9 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
+import mmgrasp.evaluation.functional.frame_eval as frame_eval  # noqa: E402
 import mmgrasp.evaluation.graspnet_dump_eval as ge  # noqa: E402
+from mmgrasp.geometry import PosedTable  # noqa: E402
 from mmgrasp.evaluation.graspnet_dump_eval import (clear_asset_caches, evaluate_dump,  # noqa: E402
                                               summarize)
 
@@ -67,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument('--repeat', type=int, default=3, help='mmgrasp runs per figure (best wall)')
     p.add_argument('--seed', type=int, default=0, help='dexnet surface-sample seed (both sides)')
     p.add_argument('--graspnetapi-python', help="python of graspnetAPI's environment")
+    p.add_argument('--steps', action='store_true',
+                   help="also time each step of mmgrasp's evaluation (one core, models read)")
     p.add_argument('--json')
     args = p.parse_args(argv)
     if (args.root is None) != (args.dump is None):
@@ -170,6 +177,76 @@ def machine_ceiling(job: list, nproc: int, repeat: int) -> float:
     return nproc * one / many
 
 
+# the steps of evaluate_frames that --steps times, as frame_eval names them
+STEPS = {'collision test (gripper_contacts)': 'gripper_contacts',
+         'force-closure test (grasps_friction)': 'grasps_friction',
+         'grasp NMS (grasp_nms)': 'grasp_nms',
+         'grasp to object (nearest_indices)': 'nearest_indices',
+         'object workspaces (in_box)': 'in_box',
+         'models posed (transform_points)': 'transform_points',
+         'score sorts (legacy_numpy_argsort)': 'legacy_numpy_argsort'}
+TABLE_STEP = 'table near the objects (PosedTable.inside)'
+
+
+def step_times(root, dump, camera, scenes, frames, seed, repeat) -> dict:
+    """CPU seconds of each step of ``frames`` frames a scene on one core, scene models read
+    beforehand (best total of ``repeat``): 'frame inputs' (dump, annotation, table pose), the
+    :data:`STEPS` and the posed table (a nested call counts in the outer step only), 'rest'
+    (selection and per-object bookkeeping) and 'total'."""
+    spent, depth = {}, [0]
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            depth[0] += 1
+            start = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    spent[name] = spent.get(name, 0.0) + time.process_time() - start
+        return wrapper
+    scene_inputs = [ge.SceneInputs(root, camera, s, seed) for s in scenes]
+    saved = {attr: getattr(frame_eval, attr) for attr in STEPS.values()}
+    inside = PosedTable.inside
+    best = None
+    try:
+        for name, attr in STEPS.items():
+            setattr(frame_eval, attr, timed(name, saved[attr]))
+        PosedTable.inside = timed(TABLE_STEP, inside)
+        for _ in range(repeat):
+            spent.clear()
+            start = time.process_time()
+            batches = []
+            for inputs in scene_inputs:
+                args = [inputs.frame(dump, f) for f in range(frames)]
+                batches += [args[i:i + ge.FRAME_BATCH] for i in range(0, frames, ge.FRAME_BATCH)]
+            read = time.process_time()
+            for batch in batches:
+                frame_eval.evaluate_frames(batch)
+            end = time.process_time()
+            if best is None or end - start < best['total']:
+                best = dict(spent, total=end - start)
+                best['frame inputs'] = read - start
+                best['rest'] = end - read - sum(spent.values())
+    finally:
+        for attr, fn in saved.items():
+            setattr(frame_eval, attr, fn)
+        PosedTable.inside = inside
+    return best
+
+
+def steps_table(report: dict) -> str:
+    """CPU ms a frame of every step (rows) for every dump (columns)."""
+    names = ['frame inputs', *STEPS, TABLE_STEP, 'rest', 'total']
+    lines = ['| step (CPU ms/frame, 1 proc, models read) | ' + ' | '.join(report) + ' |',
+             '|---|' + '---:|' * len(report)]
+    for name in names:
+        cells = [f"{1e3 * e['steps'].get(name, 0.0) / e['frames']:.2f}" for e in report.values()]
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
 def measure(args, root, dumps) -> dict:
     n = len(args.scenes) * args.frames
     api = {}
@@ -188,6 +265,9 @@ def measure(args, root, dumps) -> dict:
         job = _in_memory_frames(root, dump, args.camera, args.scenes, args.frames, args.seed)
         entry['machine_ceiling'] = {str(p): machine_ceiling(job, p, args.repeat)
                                     for p in args.nproc if p != min(args.nproc)}
+        if args.steps:
+            entry['steps'] = step_times(root, dump, args.camera, args.scenes, args.frames,
+                                        args.seed, args.repeat)
         report[name] = entry
     return report
 
@@ -250,6 +330,8 @@ def main(argv=None) -> dict:
           'the best run started')
     print(table(report, args.nproc))
     print(projection(report, args.nproc))
+    if args.steps:
+        print(steps_table(report))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(report, f, indent=2)
