@@ -14,8 +14,10 @@ frames, the same sampling and the same initial weights. Each run measures
 - the loader alone, over exactly (warm-up + iterations) batches of the same frames in the same
   order: time to the first batch (fresh workers), frames/s after the warm-up, the CPU time the
   loader workers spent per sample (user + system, read when they exit; the process's own with
-  ``--workers 0``), and the bytes of a batch as it leaves a worker (every tensor's bytes plus
-  the pickled rest);
+  ``--workers 0``), of it what the same workers cost when started and stopped with no sample
+  (fork, start-up, exit: fixed per run, spread over its samples) and the rest per sample, and
+  the bytes of a batch as it leaves a worker (every tensor storage's bytes once, plus the
+  pickled rest);
 - training iterations (not with ``--loader-only``): the wait for the loader,
   ``batch.to(device)`` (the data preprocessor), the forward pass and inside it the model's parts
   (backbone, seed selection, view stage, assigner — where deferred grids are read —, grouper,
@@ -76,6 +78,8 @@ from reference_loaders import (REFERENCE_OF, reference_dataset, reference_kind, 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
 ROWS = [('loader_fps', 'loader frames/s', 1),
         ('worker_cpu_ms', 'loader worker CPU per sample (ms)', 1),
+        ('worker_fixed_ms', '  of the run: workers started and stopped with no sample (ms)', 1),
+        ('worker_net_cpu_ms', '  per sample without that (ms)', 1),
         ('batch_mib', 'batch leaving a worker (MiB)', 1),
         ('first_batch_s', 'time to the first batch (s)', 1),
         ('to_device_ms', 'batch.to(device) (ms)', 1), ('forward_ms', 'forward (ms)', 1)] + \
@@ -225,20 +229,21 @@ def scale_network(model_cfg: dict, scale: float) -> dict:
 
 
 def batch_bytes(batch) -> int:
-    """Bytes of a batch leaving a worker: every tensor's storage plus the pickled rest."""
-    total = 0
+    """Bytes of a batch leaving a worker: every tensor storage (once, however many tensors
+    view it) plus the pickled rest."""
+    storages = {}
 
     class Counter(pickle.Pickler):
         def persistent_id(self, obj):
-            nonlocal total
             if isinstance(obj, torch.Tensor):
-                total += obj.untyped_storage().nbytes()
+                storage = obj.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
                 return ('tensor', id(obj))
             return None
 
     buffer = io.BytesIO()
     Counter(buffer, protocol=5).dump(batch)
-    return total + buffer.tell()
+    return sum(storages.values()) + buffer.tell()
 
 
 def evict(store_path: str) -> None:
@@ -307,6 +312,15 @@ def loader_alone(dataset, collate: Callable, order: Sequence, batch_size: int, w
     gc.collect()
     spent = children_cpu() if workers else time.process_time()
     out['worker_cpu_ms'] = (spent - cpu0) * 1e3 / len(order)
+    if workers:  # the same workers started and stopped with no sample: their fixed cost
+        cpu0 = children_cpu()
+        list(torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=[],
+                                         num_workers=workers, collate_fn=collate,
+                                         worker_init_fn=worker_init_fn))
+        gc.collect()
+        fixed = children_cpu() - cpu0
+        out['worker_fixed_ms'] = fixed * 1e3
+        out['worker_net_cpu_ms'] = out['worker_cpu_ms'] - fixed * 1e3 / len(order)
     return out
 
 
@@ -481,6 +495,9 @@ def reference_ratios(results: Dict[str, List[Dict[str, float]]]) -> Dict[str, fl
                                                      / median(refs[0], 'loader_fps'))
         out[f'reference_worker_cpu_over ({run})'] = (median(refs[0], 'worker_cpu_ms')
                                                      / median(run, 'worker_cpu_ms'))
+        if all('worker_net_cpu_ms' in results[r][0] for r in (run, refs[0])):
+            out[f'reference_worker_net_cpu_over ({run})'] = (
+                median(refs[0], 'worker_net_cpu_ms') / median(run, 'worker_net_cpu_ms'))
     return out
 
 
