@@ -40,16 +40,15 @@ class OneBuffer:
         for array in self._arrays:
             starts.append(end)
             end += -(-array.nbytes // self.ALIGN) * self.ALIGN
-        if end and get_worker_info() is not None:
-            flat = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(end))
-        else:
-            flat = torch.empty(end, dtype=torch.uint8)
-        host, out = flat.numpy(), []
+        in_worker = end and get_worker_info() is not None
+        storage = (torch.UntypedStorage._new_shared(end) if in_worker
+                   else torch.UntypedStorage(end))
+        host, out = torch.empty(0, dtype=torch.uint8).set_(storage).numpy(), []
         for array, start in zip(self._arrays, starts):
-            stop = start + array.nbytes
-            np.copyto(host[start:stop].view(array.dtype).reshape(array.shape), array,
-                      casting='no')
-            out.append(flat[start:stop].view(_torch_dtype(array.dtype)).view(array.shape))
+            np.copyto(host[start:start + array.nbytes].view(array.dtype).reshape(array.shape),
+                      array, casting='no')
+            out.append(torch.empty(0, dtype=_torch_dtype(array.dtype)).set_(
+                storage, start // array.itemsize, array.shape))
         return out
 
 
