@@ -36,9 +36,10 @@ graspness_implementation for GSNet, EconomicGrasp), a run of that repository's o
 loader on the same frames with the same workers and batch size (reference_loaders.py says what
 runs unchanged and what is stood in for), and the ratios of mmgrasp's loader to it; the
 reference is measured by the loader-alone figures only. ``--transforms N`` times each pipeline
-transform over N samples, in this process and single-threaded like a loader worker (mmdet's
-DatasetBenchmark), one sample part by part, then profiles a second pass over the same samples
-(cProfile on the process clock: the functions a sample spends its CPU time in).
+transform's CPU over N samples, in this process and single-threaded like a loader worker
+(mmdet's DatasetBenchmark), one sample part by part, and the CPU of collating those samples into
+batches and pickling them as a worker sends them, then profiles a second pass over the same
+samples (cProfile on the process clock: the functions a sample spends its CPU time in).
 ``--loader-only`` skips the training iterations (no model is built). With several configs, a
 summary table of the loader figures closes the report, one row per config.
 """
@@ -55,6 +56,7 @@ import statistics
 import sys
 import tempfile
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -154,15 +156,16 @@ def run_name(grids: str, source: str, args: argparse.Namespace) -> str:
 
 
 class TimedTransform:
-    """A pipeline transform that adds up the time of its calls."""
+    """A pipeline transform that adds up the CPU time of its calls (process clock: the
+    machine's other jobs do not count)."""
 
     def __init__(self, transform, name: str):
         self.transform, self.__name__, self.seconds = transform, name, 0.0
 
     def __call__(self, results: dict) -> dict:
-        start = time.perf_counter()
+        start = time.process_time()
         out = self.transform(results)
-        self.seconds += time.perf_counter() - start
+        self.seconds += time.process_time() - start
         return out
 
 
@@ -201,17 +204,35 @@ def time_transforms(cfg: Config, args: argparse.Namespace,
         dataset[(0, 0)]
         for t in timed:
             t.seconds = 0.0
-        start = time.perf_counter()
-        for i in range(args.transforms):
-            dataset[(1 + i // len(dataset), i % len(dataset))]
-        total = time.perf_counter() - start
+        start = time.process_time()
+        samples = [dataset[(1 + i // len(dataset), i % len(dataset))]
+                   for i in range(args.transforms)]
+        total = time.process_time() - start
+        sending = send_cpu(samples, cfg.train_dataloader.batch_size)
+        del samples
         if profiles is not None:
             profiles[name] = profile_samples(dataset, args)
     finally:
         torch.set_num_threads(threads)
     out = {t.__name__: t.seconds * 1e3 / args.transforms for t in timed}
     out['one sample'] = total * 1e3 / args.transforms
+    out.update(sending)
     return out
+
+
+def send_cpu(samples: list, batch_size: int) -> Dict[str, float]:
+    """CPU ms per sample of what a loader worker does with its samples after the pipeline:
+    collate them into batches and pickle each batch as its result queue does (every tensor
+    storage moved into shared memory: ``ForkingPickler``)."""
+    start = time.process_time()
+    batches = [pseudo_collate(samples[i:i + batch_size])
+               for i in range(0, len(samples), batch_size)]
+    collated = time.process_time()
+    for batch in batches:
+        ForkingPickler.dumps(batch)
+    sent = time.process_time()
+    return {'collate': (collated - start) * 1e3 / len(samples),
+            'pickle to shared memory': (sent - collated) * 1e3 / len(samples)}
 
 
 def scale_network(model_cfg: dict, scale: float) -> dict:
@@ -426,7 +447,7 @@ def ratios(results: Dict[str, List[Dict[str, float]]]) -> Dict[str, float]:
 
 def transform_table(results: Dict[str, List[Dict[str, float]]]) -> str:
     runs = list(results)
-    lines = ['| transform (ms per sample) | ' + ' | '.join(runs) + ' |',
+    lines = ['| transform (CPU ms per sample) | ' + ' | '.join(runs) + ' |',
              '|---|' + '---|' * len(runs)]
     for name in results[runs[0]][0]:
         cells = [f'{min(r[name] for r in results[run]):.3g} / '
