@@ -69,13 +69,17 @@ class PackGraspInputs(BaseTransform):
     per-object arrays of the results stay in the worker. Poses reach the model only inside the
     grasp labels; each label takes its pose from ``poses`` here, after augmentation.
 
+    Every tensor packed here (inputs, label points and poses, the pending visibility buffers,
+    the economic labels' arrays; not dense grids) views one buffer a sample
+    (:class:`OneBuffer`), so the sample leaves a loader worker as one shared-memory segment.
+
     Required Keys:
 
     - points (np.float32, (N, 3))
 
     Optional Keys (packed when present):
 
-    - the other ``keys`` (numpy arrays -> tensors, sharing memory)
+    - the other ``keys`` (numpy arrays -> tensors)
     - voxel_size (float): adds ``inputs['coors']`` = points / voxel_size (float32), computed from
       the final cloud as GSNet does
     - grasp_labels (list[ObjectGraspLabels]), grasp_label_instances ((K,) int64) and
