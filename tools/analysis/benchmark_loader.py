@@ -14,8 +14,10 @@ frames, the same sampling and the same initial weights. Each run measures
 - the loader alone, over exactly (warm-up + iterations) batches of the same frames in the same
   order: time to the first batch (fresh workers), frames/s after the warm-up, the CPU time the
   loader workers spent per sample (user + system, read when they exit; the process's own with
-  ``--workers 0``), and the bytes of a batch as it leaves a worker (every tensor's bytes plus
-  the pickled rest);
+  ``--workers 0``), of it what the same workers cost when started and stopped with no sample
+  (fork, start-up, exit: fixed per run, spread over its samples) and the rest per sample, and
+  the bytes of a batch as it leaves a worker (every tensor storage's bytes once, plus the
+  pickled rest);
 - training iterations (not with ``--loader-only``): the wait for the loader,
   ``batch.to(device)`` (the data preprocessor), the forward pass and inside it the model's parts
   (backbone, seed selection, view stage, assigner — where deferred grids are read —, grouper,
@@ -34,9 +36,10 @@ graspness_implementation for GSNet, EconomicGrasp), a run of that repository's o
 loader on the same frames with the same workers and batch size (reference_loaders.py says what
 runs unchanged and what is stood in for), and the ratios of mmgrasp's loader to it; the
 reference is measured by the loader-alone figures only. ``--transforms N`` times each pipeline
-transform over N samples, in this process and single-threaded like a loader worker (mmdet's
-DatasetBenchmark), one sample part by part, then profiles a second pass over the same samples
-(cProfile on the process clock: the functions a sample spends its CPU time in).
+transform's CPU over N samples, in this process and single-threaded like a loader worker
+(mmdet's DatasetBenchmark), one sample part by part, and the CPU of collating those samples into
+batches and pickling them as a worker sends them, then profiles a second pass over the same
+samples (cProfile on the process clock: the functions a sample spends its CPU time in).
 ``--loader-only`` skips the training iterations (no model is built). With several configs, a
 summary table of the loader figures closes the report, one row per config.
 """
@@ -53,6 +56,7 @@ import statistics
 import sys
 import tempfile
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -76,6 +80,8 @@ from reference_loaders import (REFERENCE_OF, reference_dataset, reference_kind, 
 PARTS = ('backbone', 'seed_selection', 'view', 'assigner', 'grouper', 'head', 'losses')
 ROWS = [('loader_fps', 'loader frames/s', 1),
         ('worker_cpu_ms', 'loader worker CPU per sample (ms)', 1),
+        ('worker_fixed_ms', '  of the run: workers started and stopped with no sample (ms)', 1),
+        ('worker_net_cpu_ms', '  per sample without that (ms)', 1),
         ('batch_mib', 'batch leaving a worker (MiB)', 1),
         ('first_batch_s', 'time to the first batch (s)', 1),
         ('to_device_ms', 'batch.to(device) (ms)', 1), ('forward_ms', 'forward (ms)', 1)] + \
@@ -150,15 +156,16 @@ def run_name(grids: str, source: str, args: argparse.Namespace) -> str:
 
 
 class TimedTransform:
-    """A pipeline transform that adds up the time of its calls."""
+    """A pipeline transform that adds up the CPU time of its calls (process clock: the
+    machine's other jobs do not count)."""
 
     def __init__(self, transform, name: str):
         self.transform, self.__name__, self.seconds = transform, name, 0.0
 
     def __call__(self, results: dict) -> dict:
-        start = time.perf_counter()
+        start = time.process_time()
         out = self.transform(results)
-        self.seconds += time.perf_counter() - start
+        self.seconds += time.process_time() - start
         return out
 
 
@@ -197,17 +204,35 @@ def time_transforms(cfg: Config, args: argparse.Namespace,
         dataset[(0, 0)]
         for t in timed:
             t.seconds = 0.0
-        start = time.perf_counter()
-        for i in range(args.transforms):
-            dataset[(1 + i // len(dataset), i % len(dataset))]
-        total = time.perf_counter() - start
+        start = time.process_time()
+        samples = [dataset[(1 + i // len(dataset), i % len(dataset))]
+                   for i in range(args.transforms)]
+        total = time.process_time() - start
+        # read before the profiled pass, which runs the timed transforms again
+        out = {t.__name__: t.seconds * 1e3 / args.transforms for t in timed}
+        out['one sample'] = total * 1e3 / args.transforms
+        out.update(send_cpu(samples, cfg.train_dataloader.batch_size))
+        del samples
         if profiles is not None:
             profiles[name] = profile_samples(dataset, args)
     finally:
         torch.set_num_threads(threads)
-    out = {t.__name__: t.seconds * 1e3 / args.transforms for t in timed}
-    out['one sample'] = total * 1e3 / args.transforms
     return out
+
+
+def send_cpu(samples: list, batch_size: int) -> Dict[str, float]:
+    """CPU ms per sample of what a loader worker does with its samples after the pipeline:
+    collate them into batches and pickle each batch as its result queue does (every tensor
+    storage moved into shared memory: ``ForkingPickler``)."""
+    start = time.process_time()
+    batches = [pseudo_collate(samples[i:i + batch_size])
+               for i in range(0, len(samples), batch_size)]
+    collated = time.process_time()
+    for batch in batches:
+        ForkingPickler.dumps(batch)
+    sent = time.process_time()
+    return {'collate': (collated - start) * 1e3 / len(samples),
+            'pickle to shared memory': (sent - collated) * 1e3 / len(samples)}
 
 
 def scale_network(model_cfg: dict, scale: float) -> dict:
@@ -225,20 +250,21 @@ def scale_network(model_cfg: dict, scale: float) -> dict:
 
 
 def batch_bytes(batch) -> int:
-    """Bytes of a batch leaving a worker: every tensor's storage plus the pickled rest."""
-    total = 0
+    """Bytes of a batch leaving a worker: every tensor storage (once, however many tensors
+    view it) plus the pickled rest."""
+    storages = {}
 
     class Counter(pickle.Pickler):
         def persistent_id(self, obj):
-            nonlocal total
             if isinstance(obj, torch.Tensor):
-                total += obj.untyped_storage().nbytes()
+                storage = obj.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
                 return ('tensor', id(obj))
             return None
 
     buffer = io.BytesIO()
     Counter(buffer, protocol=5).dump(batch)
-    return total + buffer.tell()
+    return sum(storages.values()) + buffer.tell()
 
 
 def evict(store_path: str) -> None:
@@ -307,6 +333,15 @@ def loader_alone(dataset, collate: Callable, order: Sequence, batch_size: int, w
     gc.collect()
     spent = children_cpu() if workers else time.process_time()
     out['worker_cpu_ms'] = (spent - cpu0) * 1e3 / len(order)
+    if workers:  # the same workers started and stopped with no sample: their fixed cost
+        cpu0 = children_cpu()
+        list(torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=[],
+                                         num_workers=workers, collate_fn=collate,
+                                         worker_init_fn=worker_init_fn))
+        gc.collect()
+        fixed = children_cpu() - cpu0
+        out['worker_fixed_ms'] = fixed * 1e3
+        out['worker_net_cpu_ms'] = out['worker_cpu_ms'] - fixed * 1e3 / len(order)
     return out
 
 
@@ -412,7 +447,7 @@ def ratios(results: Dict[str, List[Dict[str, float]]]) -> Dict[str, float]:
 
 def transform_table(results: Dict[str, List[Dict[str, float]]]) -> str:
     runs = list(results)
-    lines = ['| transform (ms per sample) | ' + ' | '.join(runs) + ' |',
+    lines = ['| transform (CPU ms per sample) | ' + ' | '.join(runs) + ' |',
              '|---|' + '---|' * len(runs)]
     for name in results[runs[0]][0]:
         cells = [f'{min(r[name] for r in results[run]):.3g} / '
@@ -481,6 +516,9 @@ def reference_ratios(results: Dict[str, List[Dict[str, float]]]) -> Dict[str, fl
                                                      / median(refs[0], 'loader_fps'))
         out[f'reference_worker_cpu_over ({run})'] = (median(refs[0], 'worker_cpu_ms')
                                                      / median(run, 'worker_cpu_ms'))
+        if all('worker_net_cpu_ms' in results[r][0] for r in (run, refs[0])):
+            out[f'reference_worker_net_cpu_over ({run})'] = (
+                median(refs[0], 'worker_net_cpu_ms') / median(run, 'worker_net_cpu_ms'))
     return out
 
 

@@ -207,15 +207,16 @@ class SampleGraspLabels(BaseTransform):
         # draws after the test, consumes the sample's stream as the worker path does
         seed = int(rng.integers(2 ** 63)) if self.visible_only else None
         labels, instances, visible, pending = [], [], [], ([], [])
+        on_objects = np.bincount(seg)  # sampled points per segmentation label
         for i, (obj, pose) in enumerate(zip(results['object_ids'], results['poses'])):
             obj = int(obj)
-            on_object = seg == obj + 1
-            if obj in self.skip_objects or on_object.sum() < self.min_object_points:
+            sampled = on_objects[obj + 1] if obj + 1 < len(on_objects) else 0
+            if obj in self.skip_objects or sampled < self.min_object_points:
                 continue
             points = store.points(obj)
             if self.visible_only:
                 camera_points = points @ pose[:, :3].T + pose[:, 3]
-                object_points = results['points'][on_object]
+                object_points = results['points'][seg == obj + 1]
                 if self.visible_test == 'device':
                     pending[0].append(camera_points)
                     pending[1].append(object_points)

@@ -1,5 +1,4 @@
 """LoadGraspScene, RandomFlipRotateScene, PackGraspInputs and GraspDataSample."""
-import dataclasses
 import os
 
 import numpy as np
@@ -9,10 +8,11 @@ import torch
 from mmgrasp.datasets.graspnet_reader import (CameraTrajectory, DatasetFileError, FrameMeta,
                                                GraspNetReader)
 from mmgrasp.datasets.transforms.augmentation import RandomFlipRotateScene
-from mmgrasp.datasets.transforms.formatting import PackGraspInputs
+from mmgrasp.datasets.transforms.formatting import OneBuffer, PackGraspInputs
 from mmgrasp.datasets.transforms.loading import LoadGraspScene, depth_to_cloud, workspace_mask
 from mmgrasp.registry import TRANSFORMS
 from mmgrasp.structures.data_sample import GraspDataSample
+from mmgrasp.structures.grasp_labels import ObjectGraspLabels
 from mmgrasp.utils.random import sample_rng
 
 
@@ -275,32 +275,80 @@ def test_augmentation_points_and_poses_consistent(synthetic_root):
     np.testing.assert_array_equal(again['poses'], out['poses'])
 
 
-@dataclasses.dataclass
-class _Label:
-    pose: torch.Tensor
-    object_id: int
+def _storages(tensors) -> set:
+    return {t.untyped_storage().data_ptr() for t in tensors}
 
 
 def test_pack_inputs_and_sample():
     reader = FakeReader()
     results = LoadGraspScene(source='files', num_points=6, voxel_size=0.01)(fake_results(reader))
     results['poses'] = results['poses'] + np.float32(1)  # as if augmented after labelling
+    label_points = torch.arange(12, dtype=torch.float32).view(4, 3)
     results.update(camera='realsense', sample_idx=4, epoch=2,
-                   grasp_labels=[_Label(torch.zeros(3, 4), 1)],
+                   grasp_labels=[ObjectGraspLabels(label_points, torch.zeros(3, 4), 1,
+                                                   scores=torch.ones(4, 2, 2, 2))],
                    grasp_label_instances=np.array([1]))
     packed = PackGraspInputs()(results)
     inputs, sample = packed['inputs'], packed['data_samples']
     assert set(inputs) == {'points', 'objectness', 'coors'}
     assert torch.equal(inputs['points'], torch.from_numpy(results['points']))
+    assert torch.equal(inputs['objectness'], torch.from_numpy(results['objectness']))
     torch.testing.assert_close(inputs['coors'], inputs['points'] / 0.01)
     assert inputs['objectness'].dtype == torch.int64
     assert isinstance(sample, GraspDataSample)
     assert sample.metainfo == dict(scene=0, frame=0, camera='realsense', sample_idx=4, epoch=2)
     (label,) = sample.grasp_labels
     assert torch.equal(label.pose, torch.from_numpy(results['poses'][1])) and label.object_id == 1
+    assert torch.equal(label.points, label_points) and torch.equal(label.scores,
+                                                                   torch.ones(4, 2, 2, 2))
+    # one storage for the inputs and the label points and pose (dense grids keep theirs)
+    assert len(_storages([*inputs.values(), label.points, label.pose])) == 1
     assert 'poses' not in sample and 'reader' not in sample.metainfo
     with pytest.raises(ValueError, match='reader'):
         PackGraspInputs(meta_keys=('scene', 'reader'))
+
+
+def test_one_buffer_keeps_dtypes_shapes_values():
+    arrays = [np.arange(7, dtype=np.int64), np.zeros((0, 3), np.float32),
+              np.array([True, False, True]), np.float32(2.5) * np.ones((2, 3), np.float32)[:, ::2],
+              np.arange(6, dtype=np.uint16).reshape(2, 3), np.array(3.0)]
+    buffer = OneBuffer()
+    indices = [buffer.add(a) for a in arrays]
+    tensors = buffer.tensors()
+    for array, i in zip(arrays, indices):
+        tensor = tensors[i]
+        assert tensor.dtype == torch.from_numpy(np.ascontiguousarray(array)).dtype
+        assert tuple(tensor.shape) == array.shape and tensor.is_contiguous()
+        np.testing.assert_array_equal(tensor.numpy(), array)
+        assert tensor.storage_offset() * tensor.element_size() % OneBuffer.ALIGN == 0
+    assert len(_storages(tensors)) == 1
+    tensors[0].add_(1)  # views of disjoint bytes: writing one leaves the others alone
+    np.testing.assert_array_equal(tensors[4].numpy(), arrays[4])
+
+
+def _packed(index):
+    results = LoadGraspScene(source='files', num_points=6)(fake_results(FakeReader(), index=index))
+    return PackGraspInputs(keys=('points', 'objectness'))(results)
+
+
+def _packed_in_worker(indices):
+    """The samples, and whether their buffers were made in shared memory (in the worker)."""
+    samples = [_packed(i) for i in indices]
+    return samples, [s['inputs']['points'].untyped_storage().is_shared() for s in samples]
+
+
+def test_one_buffer_leaves_a_worker_as_one_shared_storage():
+    """In a loader worker the buffer is made in shared memory (nothing to copy when sent),
+    and the main process gets one storage a sample, with the values packed here."""
+    assert not _packed(0)['inputs']['points'].untyped_storage().is_shared()
+    loader = torch.utils.data.DataLoader(list(range(2)), batch_size=2, num_workers=1,
+                                         collate_fn=_packed_in_worker)
+    ((batch, shared),) = list(loader)
+    assert shared == [True, True]
+    for index, sample in enumerate(batch):
+        assert len(_storages(sample['inputs'].values())) == 1
+        for key, tensor in _packed(index)['inputs'].items():
+            assert torch.equal(sample['inputs'][key], tensor)
 
 
 def test_data_sample_grasp_labels_property():
