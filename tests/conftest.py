@@ -14,10 +14,17 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
+import torch
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # setup.cfg's ``-n 2``: two test processes share the cores, so each keeps one intra-op
+    # thread; two threads each would wait on threads the other process holds
+    torch.set_num_threads(1)
+
 # A grid whose V·A·D (45) is not a multiple of 8, so packed collision rows end mid-byte.
 SMALL_GRID = (5, 3, 3)
 

@@ -97,7 +97,10 @@ EOF
 
 # --------------------------------------------------------------------------- 2. CUDA tests
 section 'CUDA tests (pytest -m cuda)'
-timeout 420 "$PY" -m pytest -m cuda -q -rs -s -p no:cacheprovider --junitxml "$WORK/cuda.xml" \
+# one process (-p no:xdist, the ini's "-n 2" dropped): the device machine may lack pytest-xdist,
+# and -s shows the CUDA tests' prints only without it
+timeout 420 "$PY" -m pytest -m cuda -q -rs -s -p no:cacheprovider -p no:xdist -o addopts= \
+    --junitxml "$WORK/cuda.xml" \
     > "$WORK/cuda.log" 2>&1
 status=$?
 [ "$status" -eq 5 ] && status=0  # exit 5: nothing selected; the junit check below decides
