@@ -66,6 +66,19 @@ def changed_files(before: Dict[str, object], after: Dict[str, object]) -> List[s
 
 
 @pytest.fixture(autouse=True)
+def _point_op_dispatch_unchanged(request):
+    """Fail the test that left the point ops' dispatch replaced (the launch counter's stand-ins
+    replace it for the whole process): later tests in the process would run the stand-ins."""
+    from mmgrasp.ops import point_normals, point_ops
+    before = point_ops._kernels_for, point_normals.kernels_for
+    yield
+    if (point_ops._kernels_for, point_normals.kernels_for) != before:
+        point_ops._kernels_for, point_normals.kernels_for = before
+        pytest.fail(f'{request.node.nodeid} left the point ops\' dispatch replaced (undo it: '
+                    f'monkeypatch.setattr before installing)', pytrace=False)
+
+
+@pytest.fixture(autouse=True)
 def _session_data_unchanged(request):
     """Fail the test that changed a session dataset (cheap: stat calls only)."""
     yield

@@ -4,6 +4,7 @@ and the sparse U-Net's counts are those of its design (two host syncs, launches 
 the kernel volume)."""
 import os
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -134,17 +135,24 @@ def _point_ops_run(xyz, rot, feats):
         **dict(zip(('knn_dist', 'knn_idx'), point_ops.knn(xyz[:, :30], xyz, 8))))
 
 
+@pytest.fixture
+def install_scoped_references(monkeypatch):
+    """Installs the stand-ins the way a counting child does, and undoes it after: they replace
+    the dispatch of every point op of the process, which later tests in it must not inherit."""
+    from mmgrasp.ops import point_normals, point_ops
+    monkeypatch.setattr(point_ops, '_kernels_for', point_ops._kernels_for)
+    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)
+    return lambda: dispatch.ScopedReferences().install()
+
+
 def test_scoped_references_charge_each_point_op_one_launch_and_return_the_references(
-        monkeypatch):
+        install_scoped_references):
     from mmgrasp.ops import point_ops
     xyz, feats = _cloud(n=64), torch.ones(2, 5, 2)
     rot = torch.eye(3).expand(2, 8, 3, 3)
     expected = _point_ops_run(xyz, rot, feats)
     reference_counts = _count(lambda: _point_ops_run(xyz, rot, feats))['other']
-    from mmgrasp.ops import point_normals
-    monkeypatch.setattr(point_ops, '_kernels_for', point_ops._kernels_for)  # undone after
-    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)
-    dispatch.ScopedReferences().install()
+    install_scoped_references()
     got = _point_ops_run(xyz, rot, feats)
     for name, value in expected.items():
         assert torch.equal(got[name], value), name
@@ -160,7 +168,8 @@ def test_scoped_references_charge_each_point_op_one_launch_and_return_the_refere
     assert scoped['syncs'] == 0
 
 
-def test_scoped_references_charge_the_normals_one_launch_without_a_host_read(monkeypatch):
+def test_scoped_references_charge_the_normals_one_launch_without_a_host_read(
+        install_scoped_references):
     """batch_normals' kernel branch on the CPU: the torch reference in the kernel's scope
     (one launch, no sync: the CPU path's per-frame numpy reads would be syncs), the same
     normals as the CPU path."""
@@ -168,8 +177,7 @@ def test_scoped_references_charge_the_normals_one_launch_without_a_host_read(mon
     cloud = _cloud(n=200)
     expected = point_normals.batch_normals(cloud, orientation='solver')
     assert _count(lambda: point_normals.batch_normals(cloud))['other']['syncs'] > 0
-    monkeypatch.setattr(point_normals, 'kernels_for', point_normals.kernels_for)  # undone after
-    dispatch.ScopedReferences().install()
+    install_scoped_references()
     got = point_normals.batch_normals(cloud, orientation='solver')
     assert torch.equal(got, expected)
     assert _count(lambda: point_normals.batch_normals(cloud)) == {
