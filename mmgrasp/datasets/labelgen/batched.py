@@ -38,6 +38,7 @@ from .jaw_line import SUBSTEPS, field_lipschitz, jaw_axes
 F64 = torch.float64
 _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
             (1, 1, 1))  # dexnet's order, as mmgrasp.geometry.sdf
+_ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -66,9 +67,8 @@ class BatchedField:
                              'surface and its border; the torch label backend needs 3 (use '
                              "backend='numpy': --label-backend numpy)")
         self.device = torch.device(device)
-        self.data = torch.as_tensor(sdf.data.reshape(-1), dtype=F64, device=self.device)
         self.dims = [int(n) for n in sdf.dims]
-        self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)
+        self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)[:, None]
         self.inv_res, self.res = sdf._inv_res, sdf.resolution
         self.shift = torch.as_tensor(sdf._grid_shift, dtype=F64, device=self.device)
         self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
@@ -76,7 +76,15 @@ class BatchedField:
         near, worst = field_lipschitz(sdf)
         self.near = torch.as_tensor(near, dtype=F64, device=self.device)
         self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
-        self.corners = torch.tensor(_CORNERS, dtype=torch.int64, device=self.device)
+        nx, ny, nz = self.dims
+        padded = np.zeros((nx + 1, ny + 1, nz + 1))
+        padded[:-1, :-1, :-1] = sdf.data
+        self.padded = torch.as_tensor(padded.reshape(-1), dtype=F64, device=self.device)
+        self.strides = ((ny + 1) * (nz + 1), nz + 1)
+        self.offsets = torch.tensor([[i * self.strides[0] + j * self.strides[1] + k]
+                                     for i in (0, 1) for j in (0, 1) for k in (0, 1)],
+                                    device=self.device)
+        self.size = torch.as_tensor(sdf.dims, dtype=F64, device=self.device)[:, None]
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)
@@ -90,39 +98,28 @@ class BatchedField:
 
     def __call__(self, grid: torch.Tensor) -> torch.Tensor:
         """Signed distances at grid coordinates (..., 3): ``SignedDistanceField.__call__``'s
-        float operations in its order, on the three coordinate columns."""
+        float operations in its order. The 8 corners are one gather from the grid padded with
+        a layer of zeros (a corner past the last node is dexnet's zero, its weight exactly 0);
+        the weights are ``1 - |base - c|`` without the abs (``base <= c < base + 1``)."""
         shape = grid.shape[:-1]
-        cols = grid.reshape(-1, 3).T.contiguous()
-        nx, ny, nz = self.dims
-        outside = torch.zeros(cols.shape[1], dtype=torch.bool, device=grid.device)
-        gap = torch.zeros(cols.shape[1], dtype=F64, device=grid.device)
-        weights, index, valid = [], None, []
-        for axis, n in enumerate(self.dims):
-            c = cols[axis]
-            bad = (c < 0) | (c >= n)
-            outside |= bad
-            off = torch.where(c < 0, -c, torch.clamp_min(c - (n - 1), 0.0))
-            gap += off * off
-            c = torch.where(bad, 0.0, torch.clamp_max(c, n - 1.0))
-            base = torch.floor(c)
-            weights.append((-(base - c).abs() + 1, -(base + 1 - c).abs() + 1))
-            valid.append(base + 1 < n)
-            b = base.long()
-            index = b if index is None else index * n + b
-        sd = torch.zeros_like(gap)
-        strides = (ny * nz, nz, 1)
-        for corner in _CORNERS:
-            flat = index + sum(o * st for o, st in zip(corner, strides))
-            ok = None
-            for axis, o in enumerate(corner):
-                if o:
-                    ok = valid[axis] if ok is None else ok & valid[axis]
-            v = self.data[flat if ok is None else torch.where(ok, flat, 0)]
-            if ok is not None:
-                v = torch.where(ok, v, 0.0)
-            sd = sd + weights[0][corner[0]] * weights[1][corner[1]] * weights[2][corner[2]] * v
-        gap = torch.sqrt(gap) * self.res + 2 * self.thresh
-        return torch.where(outside, gap, sd).reshape(shape)
+        g = grid.reshape(-1, 3).T.contiguous()  # (3, K): each axis contiguous
+        below, above = g < 0, g >= self.size
+        bad = below | above
+        c = torch.where(bad, 0.0, torch.minimum(g, self.last))
+        base = torch.floor(c)
+        weights = torch.stack((1 - (c - base), 1 - (base + 1 - c)))  # (2, 3, K): lower, upper
+        b = base.long()
+        flat = (b[0] * self.strides[0]).add_(b[1] * self.strides[1]).add_(b[2])
+        values = torch.take(self.padded, flat + self.offsets)  # (8, K), corners x-major
+        terms = weights[:, None, None, 0] * weights[None, :, None, 1]
+        terms = (terms * weights[None, None, :, 2]).reshape(8, -1).mul_(values)
+        sd = terms[0] + 0.0  # dexnet's order and its start from +0
+        for k in _ORDER[1:]:
+            sd += terms[k]
+        off = torch.where(below, -g, torch.clamp_min(g - self.last, 0.0))
+        off = off * off
+        gap = torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
+        return torch.where(bad.any(0), gap, sd).reshape(shape)
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
