@@ -145,14 +145,16 @@ class BatchedField:
         return torch.where(valid[:, None], normals, torch.nan), valid
 
 
-def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
-                  bisections: int = 12) -> torch.Tensor:
-    """:func:`.object_labels.exit_distance` (sphere tracing whose steps the Lipschitz bound
-    does not cover are sampled, then bisection), the same operations on tensors; rays leave
-    the batch as they finish."""
+def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
+          value: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sphere tracing of :func:`.object_labels.exit_distance` (steps the Lipschitz bound
+    does not cover are sampled), the same operations on tensors; rays leave the batch as they
+    finish. Returns the bracket (lo, hi) of the exit that the bisection narrows: hi NaN for a
+    ray still inside at ``limit``, 0 for a start on or outside the surface. ``value``: the
+    field at the starts, when known."""
     k = len(starts)
     t = torch.zeros(k, dtype=F64, device=starts.device)
-    value = field(field.to_grid(starts))
+    value = field(field.to_grid(starts)) if value is None else value.clone()
     lo, hi = torch.zeros_like(t), torch.full_like(t, torch.nan)
     hi[value >= 0] = 0.0
     idx = torch.nonzero(value < 0)[:, 0]
@@ -187,14 +189,57 @@ def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor,
         moved = idx[~out]
         t[moved], value[moved] = t1[~out], v1[~out]
         idx = moved[t1[~out] <= limit]
-    hit = torch.nonzero(torch.isfinite(hi) & (hi > 0))[:, 0]
-    lo_h, hi_h, s, u = lo[hit], hi[hit], starts[hit], axes[hit]
+    return lo, hi
+
+
+def bisect(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, lo: torch.Tensor,
+           hi: torch.Tensor, bisections: int = 12) -> torch.Tensor:
+    """The exit in brackets of :func:`trace` (hi > 0), halved ``bisections`` times."""
     for _ in range(bisections):
-        mid = (lo_h + hi_h) / 2
-        out = field(field.to_grid(s + mid[:, None] * u)) >= 0
-        hi_h, lo_h = torch.where(out, mid, hi_h), torch.where(out, lo_h, mid)
-    hi[hit] = hi_h
+        mid = (lo + hi) / 2
+        out = field(field.to_grid(starts + mid[:, None] * axes)) >= 0
+        hi, lo = torch.where(out, mid, hi), torch.where(out, lo, mid)
+    return hi
+
+
+def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
+                  bisections: int = 12) -> torch.Tensor:
+    """:func:`.object_labels.exit_distance`: :func:`trace`, then :func:`bisect`."""
+    lo, hi = trace(field, starts, axes, limit)
+    hit = torch.nonzero(torch.isfinite(hi) & (hi > 0))[:, 0]
+    hi[hit] = bisect(field, starts[hit], axes[hit], lo[hit], hi[hit], bisections)
     return torch.where(hi > limit, torch.nan, hi)
+
+
+def jaw_widths(field: BatchedField, centres: torch.Tensor, axes: torch.Tensor,
+               value: torch.Tensor, limit: float, clearance: float, max_width: float):
+    """The numpy path's width, ``float32(2 * max(exit(+u), exit(-u)) + 2 * clearance)``, and
+    whether it is finite and fits ``max_width``, with the bisections the answer needs: the
+    fit is monotone in each exit and every exit lies in its traced bracket, so a bracket
+    whose near end is already too wide ends the cell (before the other side is traced), and
+    only the side whose bracket lies beyond the other's is bisected."""
+    def fits(h):
+        return (h <= limit) & ((2 * h + 2 * clearance).to(torch.float32).to(F64) <= max_width)
+    lo1, hi1 = trace(field, centres, axes, limit, value)
+    rows = torch.nonzero(fits(lo1) & ~torch.isnan(hi1))[:, 0]
+    lo2, hi2 = trace(field, centres[rows], -axes[rows], limit, value[rows])
+    keep = fits(lo2) & ~torch.isnan(hi2)
+    rows, lo2, hi2 = rows[keep], lo2[keep], hi2[keep]
+    lo1, hi1 = lo1[rows], hi1[rows]
+    need1, need2 = ~(lo2 >= hi1) & (hi1 > 0), ~(lo1 >= hi2) & (hi2 > 0)
+    r1, r2 = torch.nonzero(need1)[:, 0], torch.nonzero(need2)[:, 0]
+    both = torch.cat([r1, r2])
+    sign = torch.cat([torch.ones_like(r1), -torch.ones_like(r2)]).to(F64)[:, None]
+    exits = bisect(field, centres[rows[both]], axes[rows[both]] * sign,
+                   torch.cat([lo1[r1], lo2[r2]]), torch.cat([hi1[r1], hi2[r2]]))
+    hi1[r1], hi2[r2] = exits[:len(r1)], exits[len(r1):]
+    half = torch.maximum(hi1, hi2)
+    w = (2 * half + 2 * clearance).to(torch.float32)
+    ok = torch.zeros(len(centres), dtype=torch.bool, device=centres.device)
+    ok[rows] = fits(half)
+    width = torch.zeros(len(centres), dtype=torch.float32, device=centres.device)
+    width[rows] = w
+    return width, ok
 
 
 def _zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
@@ -420,17 +465,12 @@ def batched_object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
     for s in range(0, len(points), step):
         p = torch.as_tensor(points[s:s + step], device=device).to(F64)
         centres = cell_centres(approach, depths, p)
-        pi, vi, di = torch.nonzero(field(field.to_grid(centres)) < 0, as_tuple=True)
+        values = field(field.to_grid(centres))
+        pi, vi, di = torch.nonzero(values < 0, as_tuple=True)
         c = centres[pi, vi, di].repeat_interleave(a, 0)  # angles fastest
         u = axes[vi].reshape(-1, 3)
-        first = exit_distance(field, c, u, limit)
-        w1 = (2 * first + 2 * clearance).to(torch.float32).to(F64)
-        go = torch.nonzero(torch.isfinite(first) & (w1 <= gripper.max_width))[:, 0]
-        second = torch.full_like(first, torch.nan)
-        second[go] = exit_distance(field, c[go], -u[go], limit)
-        half = torch.maximum(first, second)
-        w = (2 * half + 2 * clearance).to(torch.float32)
-        ok = torch.isfinite(half) & (w.to(F64) <= gripper.max_width)
+        w, ok = jaw_widths(field, c, u, values[pi, vi, di].repeat_interleave(a, 0), limit,
+                           clearance, gripper.max_width)
         rows = torch.nonzero(ok)[:, 0]
         cell_mu = torch.full((len(c),), -1.0, dtype=F64, device=device)
         alpha = close_jaws(field, c[rows], u[rows], w[rows].to(F64), cones)
