@@ -39,6 +39,7 @@ F64 = torch.float64
 _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
             (1, 1, 1))  # dexnet's order, as mmgrasp.geometry.sdf
 _ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
+_OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -132,15 +133,18 @@ class BatchedField:
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
-        valid = self(grid).abs() < self.thresh
+        here = self(grid)
+        valid = here.abs() < self.thresh
         probes = grid[:, None, :] + self.probes[None]
-        on = (self(probes).abs() < self.thresh)[..., None]
+        around = self(probes[:, _OFF_CENTRE])  # the centre probe is ``here``
+        on = (torch.cat([around[:, :13], here[:, None], around[:, 13:]], 1).abs() <
+              self.thresh)[..., None]
         count = on.sum(1).clamp_min(1)
         mean = torch.where(on, probes, 0.0).sum(1) / count
         centred = torch.where(on, probes - mean[:, None, :], 0.0)
         scatter = centred.transpose(1, 2) @ centred
         normals = torch.linalg.eigh(scatter)[1][:, :, 0].contiguous()
-        flip = self(grid + normals * 0.01) < self(grid)
+        flip = self(grid + normals * 0.01) < here
         normals = torch.where(flip[:, None], -normals, normals)
         return torch.where(valid[:, None], normals, torch.nan), valid
 
@@ -285,14 +289,25 @@ def _zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
 def find_contacts(field: BatchedField, start, direction, step, half, counts):
     """dexnet's ``find_contact`` along K lines of action (samples ``start + t * direction``,
     t = i * step, the last exactly ``half``): (found (K,), zero crossing in grid coordinates).
-    Samples are evaluated ``WINDOW`` at a time from the open jaw; after each window the
-    samples the Lipschitz bound keeps off the surface band are skipped."""
+    Samples are evaluated ``WINDOW`` at a time from the open jaw, each once: the samples the
+    Lipschitz bound keeps off the surface band are skipped (after the first sample and after
+    each window), and the one or two samples before a window that a candidate's quadratic fit
+    reads are carried from the window before, or evaluated for that candidate alone."""
     k = len(start)
     dev = start.device
     found = torch.zeros(k, dtype=torch.bool, device=dev)
     point = torch.zeros(k, 3, dtype=F64, device=dev)
-    j0 = torch.zeros(k, dtype=torch.int64, device=dev)
-    idx = torch.arange(k, device=dev)
+    rate = _dot(direction.abs(), field.worst[None])
+
+    def skip(value, rows):
+        """samples after the one of ``value`` that the bound keeps off the band"""
+        n = torch.floor((value - field.thresh) / (rate[rows] * step[rows])) - 1
+        return torch.where(torch.isfinite(n), n.clamp(0, 1 << 20), 0).long()
+    first_value = field(field.to_grid(start + (0 * step)[:, None] * direction))
+    j0 = skip(first_value, slice(None))
+    carry = torch.full((k, 2), torch.nan, dtype=F64, device=dev)  # samples j0 - 2, j0 - 1
+    carry[:, 1] = torch.where(j0 == 1, first_value, torch.nan)
+    idx = torch.nonzero(j0 < counts)[:, 0]
     offsets = torch.arange(-2, WINDOW + 1, device=dev)
     while len(idx):
         n = counts[idx]
@@ -301,7 +316,8 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         colc = cols.clamp(0)
         t = torch.where(colc == n[:, None] - 1, half[idx, None], colc * step[idx, None])
         grid = field.to_grid(start[idx, None] + t[..., None] * direction[idx, None])
-        values = torch.where(inside, field(grid), torch.nan)
+        values = torch.cat([carry[idx], field(grid[:, 2:])], 1)
+        values = torch.where(inside, values, torch.nan)
         cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
         c = cols[:, 2:-1]
         last, first = c == n[:, None] - 1, c == 0
@@ -314,8 +330,12 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         zc = torch.zeros(cand.shape + (3,), dtype=F64, device=dev)
         if len(r):
             a0, a1, a2 = i0[r, col], i1[r, col], i2[r, col]
-            pts, ok = _zero_crossing(grid[r, a0], values[r, a0], grid[r, a1], values[r, a1],
-                                     grid[r, a2], values[r, a2])
+            y0, y1 = values[r, a0], values[r, a1]
+            for y, at in ((y0, a0), (y1, a1)):  # a sample before the window, not carried
+                miss = torch.nonzero(torch.isnan(y))[:, 0]
+                y[miss] = field(grid[r[miss], at[miss]])
+            pts, ok = _zero_crossing(grid[r, a0], y0, grid[r, a1], y1, grid[r, a2],
+                                     values[r, a2])
             here = values[r, col + 2].abs()
             veto = ~last[r, col] & (values[r, col + 3].abs() < here)
             accepted[r, col] = ok & ~veto
@@ -324,12 +344,9 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         at = torch.argmax(accepted.to(torch.uint8), dim=1)
         found[idx[hit]] = True
         point[idx[hit]] = zc[hit, at[hit]]
-        nxt = j0[idx] + WINDOW
-        v_next = values[:, WINDOW + 2]  # the sample at the next window's start
-        rate = _dot(direction[idx].abs(), field.worst[None])
-        skip = torch.floor((v_next - field.thresh) / (rate * step[idx])) - 1
-        skip = torch.where(torch.isfinite(skip), skip.clamp(0, 1 << 20), 0).long()
-        j0[idx] = nxt + skip
+        jump = skip(values[:, WINDOW + 2], idx)  # from the sample at the next window's start
+        j0[idx] += WINDOW + jump
+        carry[idx] = torch.where((jump == 0)[:, None], values[:, WINDOW:WINDOW + 2], torch.nan)
         idx = idx[~hit & (j0[idx] < n)]
     return found, point
 
