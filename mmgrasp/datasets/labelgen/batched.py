@@ -75,10 +75,6 @@ class BatchedField:
         self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
         self.thresh = sdf.surface_thresh
         near, worst = field_lipschitz(sdf)
-        # how far a value can move between two points that the float32 cast of the object
-        # frame moves by up to half an ulp each (plus the trilinear sum's own rounding)
-        reach = np.abs(sdf.origin).max() + (sdf.dims.max() + 1) * sdf.resolution
-        self.margin = 4 * np.sqrt(3) * 2.0 ** -24 * reach * worst.sum() + 1e-15
         self.near = torch.as_tensor(near, dtype=F64, device=self.device)
         self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
         nx, ny, nz = self.dims
@@ -180,9 +176,14 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
             reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
             gap = ~(ts - t0[check, None] < reach0[:, None]) & \
                 ~(t1[check, None] - ts < reach1[:, None])
-            fc = _first_outside(field, s[check], u[check], ts, gap, bound[check], step[check])
-            crossed = fc >= 0
-            rows, fc, tc = check[crossed], fc[crossed], ts[crossed]
+            r, k = torch.nonzero(gap, as_tuple=True)
+            sub = torch.zeros(ts.shape, dtype=torch.bool, device=ts.device)
+            sub[r, k] = field(field.to_grid(s[check[r]] + ts[r, k, None] * u[check[r]])) >= 0
+            crossed = sub.any(1)
+            first = torch.argmax(sub.to(torch.uint8), 1)
+            rows = check[crossed]
+            fc = first[crossed]
+            tc = ts[crossed]
             v1[rows] = 0.0
             t1[rows] = tc.gather(1, fc[:, None])[:, 0]
             t0[rows] = torch.where(fc > 0, tc.gather(1, (fc - 1).clamp_min(0)[:, None])[:, 0],
@@ -193,30 +194,6 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
         t[moved], value[moved] = t1[~out], v1[~out]
         idx = moved[t1[~out] <= limit]
     return lo, hi
-
-
-def _first_outside(field: BatchedField, s, u, ts, gap, bound, step) -> torch.Tensor:
-    """The first sample ``s + ts * u`` of each row's gap (a run of columns) at which the field
-    is >= 0, -1 where none: the reference evaluates every gap sample; here they are visited
-    in order, and the samples that the ball |value| / bound around a visited inside sample
-    covers (less a margin for the float32 points and the rounding) are passed over, so the
-    answer is the same."""
-    rows = torch.arange(len(ts), device=ts.device)
-    first = torch.full_like(rows, -1)
-    end = SUBSTEPS - 1 - torch.argmax(gap.flip(1).to(torch.uint8), 1)  # one past the gap
-    at = torch.argmax(gap.to(torch.uint8), 1)
-    live = torch.nonzero(gap.any(1))[:, 0]
-    spacing = bound * step / SUBSTEPS  # the bound's change from one sample to the next
-    while len(live):
-        r, j = rows[live], at[live]
-        value = field(field.to_grid(s[r] + ts[r, j, None] * u[r]))
-        out = value >= 0
-        first[r[out]] = j[out]
-        passed = torch.floor((-value - field.margin) / spacing[r] * (1 - 1e-9))
-        passed = torch.nan_to_num(passed, nan=0.0).clamp(0, SUBSTEPS).long()  # 0 / 0: none
-        at[live] = j + 1 + torch.where(out, 0, passed)
-        live = live[~out & (at[live] < end[live])]
-    return first
 
 
 def bisect(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, lo: torch.Tensor,
