@@ -40,6 +40,7 @@ _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1
             (1, 1, 1))  # dexnet's order, as mmgrasp.geometry.sdf
 _ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
 _OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
+LOOKUP_BLOCK = 1 << 15
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -68,6 +69,9 @@ class BatchedField:
                              'surface and its border; the torch label backend needs 3 (use '
                              "backend='numpy': --label-backend numpy)")
         self.device = torch.device(device)
+        # points per lookup on the CPU: its temporaries stay in the cache (2x faster per point
+        # than half a million at once); a GPU takes every point in one launch
+        self.block = LOOKUP_BLOCK if self.device.type == 'cpu' else None
         self.dims = [int(n) for n in sdf.dims]
         self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)[:, None]
         self.inv_res, self.res = sdf._inv_res, sdf.resolution
@@ -102,8 +106,14 @@ class BatchedField:
         float operations in its order. The 8 corners are one gather from the grid padded with
         a layer of zeros (a corner past the last node is dexnet's zero, its weight exactly 0);
         the weights are ``1 - |base - c|`` without the abs (``base <= c < base + 1``)."""
-        shape = grid.shape[:-1]
-        g = grid.reshape(-1, 3).T.contiguous()  # (3, K): each axis contiguous
+        g = grid.reshape(-1, 3)
+        if self.block and len(g) > self.block:
+            values = [self._values(g[s:s + self.block]) for s in range(0, len(g), self.block)]
+            return torch.cat(values).reshape(grid.shape[:-1])
+        return self._values(g).reshape(grid.shape[:-1])
+
+    def _values(self, g: torch.Tensor) -> torch.Tensor:
+        g = g.T.contiguous()  # (3, K): each axis contiguous
         below, above = g < 0, g >= self.size
         bad = below | above
         c = torch.where(bad, 0.0, torch.minimum(g, self.last))
@@ -120,7 +130,7 @@ class BatchedField:
         off = torch.where(below, -g, torch.clamp_min(g - self.last, 0.0))
         off = off * off
         gap = torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
-        return torch.where(bad.any(0), gap, sd).reshape(shape)
+        return torch.where(bad.any(0), gap, sd)
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
