@@ -79,8 +79,7 @@ class BatchedField:
         self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
         self.thresh = sdf.surface_thresh
         near, worst = field_lipschitz(sdf)
-        self.near = torch.as_tensor(near, dtype=F64, device=self.device)
-        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
+        self.set_lipschitz(near, worst)
         nx, ny, nz = self.dims
         padded = np.zeros((nx + 1, ny + 1, nz + 1))
         padded[:-1, :-1, :-1] = sdf.data
@@ -94,6 +93,16 @@ class BatchedField:
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)
         self.probes = torch.where(norm > 0, 1.5 * d / norm.clamp_min(1e-300), d).to(self.device)
+
+    def set_lipschitz(self, near: np.ndarray, worst: np.ndarray) -> None:
+        """The bounds of :func:`field_lipschitz`: per cell, one row of 3 (a single gather),
+        and over the grid."""
+        self.near_rows = torch.as_tensor(near.reshape(3, -1).T.copy(), dtype=F64,
+                                         device=self.device)
+        shape = near.shape[1:]
+        self.near_last = torch.tensor(shape, device=self.device) - 1
+        self.near_strides = (shape[1] * shape[2], shape[2])
+        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
 
     def to_grid(self, p: torch.Tensor) -> torch.Tensor:
         return p.to(torch.float32).to(F64) * self.inv_res + self.shift
@@ -134,10 +143,9 @@ class BatchedField:
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
-        n = self.near.shape[1:]
-        cell = torch.floor(grid).long()
-        cell = torch.stack([cell[:, i].clamp(0, n[i] - 1) for i in range(3)], 1)
-        local = self.near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+        cell = torch.minimum(torch.floor(grid).long().clamp_min_(0), self.near_last)
+        flat = (cell[:, 0] * self.near_strides[0]).add_(cell[:, 1] * self.near_strides[1])
+        local = self.near_rows.index_select(0, flat.add_(cell[:, 2]))
         a = axes.abs()
         return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
 
@@ -160,12 +168,15 @@ class BatchedField:
 
 
 def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
-          value: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+          value: Optional[torch.Tensor] = None, within: Optional[Callable] = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
     """The sphere tracing of :func:`.object_labels.exit_distance` (steps the Lipschitz bound
     does not cover are sampled), the same operations on tensors; rays leave the batch as they
     finish. Returns the bracket (lo, hi) of the exit that the bisection narrows: hi NaN for a
     ray still inside at ``limit``, 0 for a start on or outside the surface. ``value``: the
-    field at the starts, when known."""
+    field at the starts, when known; ``within``: the test of the distances a ray goes on
+    from (``t <= limit``; a caller that rejects every exit beyond a shorter one stops there)."""
+    within = (lambda t: t <= limit) if within is None else within
     k = len(starts)
     t = torch.zeros(k, dtype=F64, device=starts.device)
     value = field(field.to_grid(starts)) if value is None else value.clone()
@@ -202,7 +213,7 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
         lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
         moved = idx[~out]
         t[moved], value[moved] = t1[~out], v1[~out]
-        idx = moved[t1[~out] <= limit]
+        idx = moved[within(t1[~out])]
     return lo, hi
 
 
@@ -229,14 +240,15 @@ def jaw_widths(field: BatchedField, centres: torch.Tensor, axes: torch.Tensor,
                value: torch.Tensor, limit: float, clearance: float, max_width: float):
     """The numpy path's width, ``float32(2 * max(exit(+u), exit(-u)) + 2 * clearance)``, and
     whether it is finite and fits ``max_width``, with the bisections the answer needs: the
-    fit is monotone in each exit and every exit lies in its traced bracket, so a bracket
-    whose near end is already too wide ends the cell (before the other side is traced), and
-    only the side whose bracket lies beyond the other's is bisected."""
+    fit is monotone in each exit and every exit lies in its traced bracket, so a ray stops
+    where its width no longer fits, a bracket whose near end is already too wide ends the
+    cell (before the other side is traced), and only the side whose bracket lies beyond the
+    other's is bisected."""
     def fits(h):
         return (h <= limit) & ((2 * h + 2 * clearance).to(torch.float32).to(F64) <= max_width)
-    lo1, hi1 = trace(field, centres, axes, limit, value)
+    lo1, hi1 = trace(field, centres, axes, limit, value, fits)
     rows = torch.nonzero(fits(lo1) & ~torch.isnan(hi1))[:, 0]
-    lo2, hi2 = trace(field, centres[rows], -axes[rows], limit, value[rows])
+    lo2, hi2 = trace(field, centres[rows], -axes[rows], limit, value[rows], fits)
     keep = fits(lo2) & ~torch.isnan(hi2)
     rows, lo2, hi2 = rows[keep], lo2[keep], hi2[keep]
     lo1, hi1 = lo1[rows], hi1[rows]
@@ -427,7 +439,7 @@ def min_friction(alpha: torch.Tensor, coefficients=MU_GRID) -> torch.Tensor:
 
 
 def self_collision(mu, width, points, gripper: Gripper, model_points, device,
-                   chunk_bytes: int = 1 << 26) -> np.ndarray:
+                   chunk_bytes: int = 1 << 22) -> np.ndarray:
     """``points_collision`` (the evaluator's point test of fingers and base against the model
     points) for the cells with μ > 0, on tensors, cells chunked by ``chunk_bytes``."""
     out = np.zeros(mu.shape, bool)

@@ -74,7 +74,7 @@ def _exits(path, sdf, starts, axes, plain):
     if path == 'numpy':
         return exit_distance(sdf, starts, axes, 0.1, lipschitz=lip)
     field = batched.BatchedField(sdf, 'cpu')
-    field.near, field.worst = torch.as_tensor(lip[0]), torch.as_tensor(lip[1])
+    field.set_lipschitz(*lip)
     return batched.exit_distance(field, torch.as_tensor(starts), torch.as_tensor(axes),
                                  0.1).numpy()
 
