@@ -182,6 +182,8 @@ def _count_torch(out, points: int) -> dict:
         return object_grasp_labels(sdf, pts, model, GRASPNET_GRIPPER, backend='torch',
                                     device='cpu')
     cells = len(pts) * 300 * 12 * 4
+    from mmgrasp.datasets.labelgen import batched
+    batched.LOOKUP_BLOCK = None  # a CUDA device looks every point up at once
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         run()
     parts = count_events(prof.events())
