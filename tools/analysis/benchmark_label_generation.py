@@ -127,16 +127,30 @@ def _backend_child(out, backend, every, threads, today, queue):
         spec = importlib.util.spec_from_file_location('mmgrasp.datasets.labelgen._today', today)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        run, kwargs = module.object_grasp_labels, {}
+        kwargs = {}
+        if hasattr(module, 'batched_object_grasp_labels'):  # an earlier batched.py
+            from mmgrasp.datasets.synthetic.labels import JAW_CLEARANCE
+
+            def run(*args):
+                return module.batched_object_grasp_labels(*args, JAW_CLEARANCE, 200_000, None,
+                                                          'cpu')
+        else:
+            run = module.object_grasp_labels
     t0 = time.perf_counter()
     labels = run(sdf, points, model_points(model_dir), GRASPNET_GRIPPER, **kwargs)
     seconds = time.perf_counter() - t0
-    np.savez(os.path.join(out, f'{backend}_{every}{"_today" if today else ""}.npz'),
+    np.savez(os.path.join(out, _key(backend, every, today) + '.npz'),
              scores=labels['scores'], width=labels['offsets'][..., 2],
              collision=labels['collision'])
     queue.put(dict(seconds=seconds, points=int(len(points)), cells=int(labels['scores'].size),
                    feasible=float((labels['scores'] > 0).mean()),
                    peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+
+def _key(backend, every, today):
+    """a run's name: the backend and ``every``, and an earlier module's file name"""
+    stem = os.path.splitext(os.path.basename(today))[0] if today else ''
+    return f'{backend}_{every}' + (f'_today_{stem}' if today else '')
 
 
 def _spawn(*args):
@@ -168,6 +182,8 @@ def _count_torch(out, points: int) -> dict:
         return object_grasp_labels(sdf, pts, model, GRASPNET_GRIPPER, backend='torch',
                                     device='cpu')
     cells = len(pts) * 300 * 12 * 4
+    from mmgrasp.datasets.labelgen import batched
+    batched.LOOKUP_BLOCK = None  # a CUDA device looks every point up at once
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         run()
     parts = count_events(prof.events())
@@ -194,12 +210,12 @@ def run_backends(a) -> None:
     figures = dict(points=int(len(points)), cells=int(len(points) * 14400),
                    load_before=os.getloadavg())
     runs = [('torch', a.every, a.threads, None), ('numpy', a.every, 1, None)]
-    if a.today:
-        runs.append(('numpy', a.every, 1, a.today))
+    for today in a.today or []:
+        runs.append(('earlier', a.every, 1, today))
     if a.full:
         runs.append(('torch', 1, a.threads, None))
     for backend, every, threads, today in runs:
-        key = f'{backend}_{every}{"_today" if today else ""}'
+        key = _key(backend, every, today)
         figures[key] = _spawn(a.out, backend, every, threads, today)
         figures[key]['prorated_seconds'] = figures[key]['seconds'] * figures['cells'] / \
             figures[key]['cells']
@@ -209,6 +225,13 @@ def run_backends(a) -> None:
     figures['subset_differ'] = dict(mu=int((ref['scores'] != new['scores']).sum()),
                                     width=int((ref['width'] != new['width']).sum()),
                                     collision=int((ref['collision'] != new['collision']).sum()))
+    for today in a.today or []:  # the earlier paths' labels against the reference's
+        key = _key('earlier', a.every, today)
+        old = np.load(os.path.join(a.out, f'{key}.npz'))
+        figures[f'{key}_differ'] = dict(
+            mu=int((ref['scores'] != old['scores']).sum()),
+            width=int((ref['width'] != old['width']).sum()),
+            width_max_abs=float(np.abs(ref['width'] - old['width']).max()))
     if a.full:
         full = np.load(os.path.join(a.out, 'torch_1.npz'))
         figures['full_vs_subset_differ'] = int((full['scores'][::a.every] !=
@@ -238,7 +261,9 @@ def main(argv=None) -> None:
                    help='backends: the numpy paths label every n-th point')
     p.add_argument('--threads', type=int, default=1,
                    help='backends: torch threads (1 on a shared machine: idle threads spin)')
-    p.add_argument('--today', help="backends: an earlier object_labels.py to time as well")
+    p.add_argument('--today', nargs='+',
+                   help='backends: earlier object_labels.py or batched.py copies to time as '
+                   'well (a batched.py on the CPU, as the torch backend)')
     p.add_argument('--full', action='store_true',
                    help='backends: the torch backend on every point as well')
     p.add_argument('--count-points', type=int, default=2,

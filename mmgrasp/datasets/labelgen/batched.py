@@ -38,6 +38,9 @@ from .jaw_line import SUBSTEPS, field_lipschitz, jaw_axes
 F64 = torch.float64
 _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1, 0, 1),
             (1, 1, 1))  # dexnet's order, as mmgrasp.geometry.sdf
+_ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
+_OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
+LOOKUP_BLOCK = 1 << 15
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -66,21 +69,40 @@ class BatchedField:
                              'surface and its border; the torch label backend needs 3 (use '
                              "backend='numpy': --label-backend numpy)")
         self.device = torch.device(device)
-        self.data = torch.as_tensor(sdf.data.reshape(-1), dtype=F64, device=self.device)
+        # points per lookup on the CPU: its temporaries stay in the cache (2x faster per point
+        # than half a million at once); a GPU takes every point in one launch
+        self.block = LOOKUP_BLOCK if self.device.type == 'cpu' else None
         self.dims = [int(n) for n in sdf.dims]
-        self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)
+        self.last = torch.as_tensor(sdf.dims - 1, dtype=F64, device=self.device)[:, None]
         self.inv_res, self.res = sdf._inv_res, sdf.resolution
         self.shift = torch.as_tensor(sdf._grid_shift, dtype=F64, device=self.device)
         self.origin = torch.as_tensor(sdf.origin, dtype=F64, device=self.device)
         self.thresh = sdf.surface_thresh
         near, worst = field_lipschitz(sdf)
-        self.near = torch.as_tensor(near, dtype=F64, device=self.device)
-        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
-        self.corners = torch.tensor(_CORNERS, dtype=torch.int64, device=self.device)
+        self.set_lipschitz(near, worst)
+        nx, ny, nz = self.dims
+        padded = np.zeros((nx + 1, ny + 1, nz + 1))
+        padded[:-1, :-1, :-1] = sdf.data
+        self.padded = torch.as_tensor(padded.reshape(-1), dtype=F64, device=self.device)
+        self.strides = ((ny + 1) * (nz + 1), nz + 1)
+        self.offsets = torch.tensor([[i * self.strides[0] + j * self.strides[1] + k]
+                                     for i in (0, 1) for j in (0, 1) for k in (0, 1)],
+                                    device=self.device)
+        self.size = torch.as_tensor(sdf.dims, dtype=F64, device=self.device)[:, None]
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)
         self.probes = torch.where(norm > 0, 1.5 * d / norm.clamp_min(1e-300), d).to(self.device)
+
+    def set_lipschitz(self, near: np.ndarray, worst: np.ndarray) -> None:
+        """The bounds of :func:`field_lipschitz`: per cell, one row of 3 (a single gather),
+        and over the grid."""
+        self.near_rows = torch.as_tensor(near.reshape(3, -1).T.copy(), dtype=F64,
+                                         device=self.device)
+        shape = near.shape[1:]
+        self.near_last = torch.tensor(shape, device=self.device) - 1
+        self.near_strides = (shape[1] * shape[2], shape[2])
+        self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
 
     def to_grid(self, p: torch.Tensor) -> torch.Tensor:
         return p.to(torch.float32).to(F64) * self.inv_res + self.shift
@@ -90,72 +112,74 @@ class BatchedField:
 
     def __call__(self, grid: torch.Tensor) -> torch.Tensor:
         """Signed distances at grid coordinates (..., 3): ``SignedDistanceField.__call__``'s
-        float operations in its order, on the three coordinate columns."""
-        shape = grid.shape[:-1]
-        cols = grid.reshape(-1, 3).T.contiguous()
-        nx, ny, nz = self.dims
-        outside = torch.zeros(cols.shape[1], dtype=torch.bool, device=grid.device)
-        gap = torch.zeros(cols.shape[1], dtype=F64, device=grid.device)
-        weights, index, valid = [], None, []
-        for axis, n in enumerate(self.dims):
-            c = cols[axis]
-            bad = (c < 0) | (c >= n)
-            outside |= bad
-            off = torch.where(c < 0, -c, torch.clamp_min(c - (n - 1), 0.0))
-            gap += off * off
-            c = torch.where(bad, 0.0, torch.clamp_max(c, n - 1.0))
-            base = torch.floor(c)
-            weights.append((-(base - c).abs() + 1, -(base + 1 - c).abs() + 1))
-            valid.append(base + 1 < n)
-            b = base.long()
-            index = b if index is None else index * n + b
-        sd = torch.zeros_like(gap)
-        strides = (ny * nz, nz, 1)
-        for corner in _CORNERS:
-            flat = index + sum(o * st for o, st in zip(corner, strides))
-            ok = None
-            for axis, o in enumerate(corner):
-                if o:
-                    ok = valid[axis] if ok is None else ok & valid[axis]
-            v = self.data[flat if ok is None else torch.where(ok, flat, 0)]
-            if ok is not None:
-                v = torch.where(ok, v, 0.0)
-            sd = sd + weights[0][corner[0]] * weights[1][corner[1]] * weights[2][corner[2]] * v
-        gap = torch.sqrt(gap) * self.res + 2 * self.thresh
-        return torch.where(outside, gap, sd).reshape(shape)
+        float operations in its order. The 8 corners are one gather from the grid padded with
+        a layer of zeros (a corner past the last node is dexnet's zero, its weight exactly 0);
+        the weights are ``1 - |base - c|`` without the abs (``base <= c < base + 1``)."""
+        g = grid.reshape(-1, 3)
+        if self.block and len(g) > self.block:
+            values = [self._values(g[s:s + self.block]) for s in range(0, len(g), self.block)]
+            return torch.cat(values).reshape(grid.shape[:-1])
+        return self._values(g).reshape(grid.shape[:-1])
+
+    def _values(self, g: torch.Tensor) -> torch.Tensor:
+        g = g.T.contiguous()  # (3, K): each axis contiguous
+        below, above = g < 0, g >= self.size
+        bad = below | above
+        c = torch.where(bad, 0.0, torch.minimum(g, self.last))
+        base = torch.floor(c)
+        weights = torch.stack((1 - (c - base), 1 - (base + 1 - c)))  # (2, 3, K): lower, upper
+        b = base.long()
+        flat = (b[0] * self.strides[0]).add_(b[1] * self.strides[1]).add_(b[2])
+        values = torch.take(self.padded, flat + self.offsets)  # (8, K), corners x-major
+        terms = weights[:, None, None, 0] * weights[None, :, None, 1]
+        terms = (terms * weights[None, None, :, 2]).reshape(8, -1).mul_(values)
+        sd = terms[0] + 0.0  # dexnet's order and its start from +0
+        for k in _ORDER[1:]:
+            sd += terms[k]
+        off = torch.where(below, -g, torch.clamp_min(g - self.last, 0.0))
+        off = off * off
+        gap = torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
+        return torch.where(bad.any(0), gap, sd)
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
-        n = self.near.shape[1:]
-        cell = torch.floor(grid).long()
-        cell = torch.stack([cell[:, i].clamp(0, n[i] - 1) for i in range(3)], 1)
-        local = self.near[:, cell[:, 0], cell[:, 1], cell[:, 2]].T
+        cell = torch.minimum(torch.floor(grid).long().clamp_min_(0), self.near_last)
+        flat = (cell[:, 0] * self.near_strides[0]).add_(cell[:, 1] * self.near_strides[1])
+        local = self.near_rows.index_select(0, flat.add_(cell[:, 2]))
         a = axes.abs()
         return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
-        valid = self(grid).abs() < self.thresh
+        here = self(grid)
+        valid = here.abs() < self.thresh
         probes = grid[:, None, :] + self.probes[None]
-        on = (self(probes).abs() < self.thresh)[..., None]
+        around = self(probes[:, _OFF_CENTRE])  # the centre probe is ``here``
+        on = (torch.cat([around[:, :13], here[:, None], around[:, 13:]], 1).abs() <
+              self.thresh)[..., None]
         count = on.sum(1).clamp_min(1)
         mean = torch.where(on, probes, 0.0).sum(1) / count
         centred = torch.where(on, probes - mean[:, None, :], 0.0)
         scatter = centred.transpose(1, 2) @ centred
         normals = torch.linalg.eigh(scatter)[1][:, :, 0].contiguous()
-        flip = self(grid + normals * 0.01) < self(grid)
+        flip = self(grid + normals * 0.01) < here
         normals = torch.where(flip[:, None], -normals, normals)
         return torch.where(valid[:, None], normals, torch.nan), valid
 
 
-def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
-                  bisections: int = 12) -> torch.Tensor:
-    """:func:`.object_labels.exit_distance` (sphere tracing whose steps the Lipschitz bound
-    does not cover are sampled, then bisection), the same operations on tensors; rays leave
-    the batch as they finish."""
+def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
+          value: Optional[torch.Tensor] = None, within: Optional[Callable] = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sphere tracing of :func:`.object_labels.exit_distance` (steps the Lipschitz bound
+    does not cover are sampled), the same operations on tensors; rays leave the batch as they
+    finish. Returns the bracket (lo, hi) of the exit that the bisection narrows: hi NaN for a
+    ray still inside at ``limit``, 0 for a start on or outside the surface. ``value``: the
+    field at the starts, when known; ``within``: the test of the distances a ray goes on
+    from (``t <= limit``; a caller that rejects every exit beyond a shorter one stops there)."""
+    within = (lambda t: t <= limit) if within is None else within
     k = len(starts)
     t = torch.zeros(k, dtype=F64, device=starts.device)
-    value = field(field.to_grid(starts))
+    value = field(field.to_grid(starts)) if value is None else value.clone()
     lo, hi = torch.zeros_like(t), torch.full_like(t, torch.nan)
     hi[value >= 0] = 0.0
     idx = torch.nonzero(value < 0)[:, 0]
@@ -189,15 +213,59 @@ def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor,
         lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
         moved = idx[~out]
         t[moved], value[moved] = t1[~out], v1[~out]
-        idx = moved[t1[~out] <= limit]
-    hit = torch.nonzero(torch.isfinite(hi) & (hi > 0))[:, 0]
-    lo_h, hi_h, s, u = lo[hit], hi[hit], starts[hit], axes[hit]
+        idx = moved[within(t1[~out])]
+    return lo, hi
+
+
+def bisect(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, lo: torch.Tensor,
+           hi: torch.Tensor, bisections: int = 12) -> torch.Tensor:
+    """The exit in brackets of :func:`trace` (hi > 0), halved ``bisections`` times."""
     for _ in range(bisections):
-        mid = (lo_h + hi_h) / 2
-        out = field(field.to_grid(s + mid[:, None] * u)) >= 0
-        hi_h, lo_h = torch.where(out, mid, hi_h), torch.where(out, lo_h, mid)
-    hi[hit] = hi_h
+        mid = (lo + hi) / 2
+        out = field(field.to_grid(starts + mid[:, None] * axes)) >= 0
+        hi, lo = torch.where(out, mid, hi), torch.where(out, lo, mid)
+    return hi
+
+
+def exit_distance(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: float,
+                  bisections: int = 12) -> torch.Tensor:
+    """:func:`.object_labels.exit_distance`: :func:`trace`, then :func:`bisect`."""
+    lo, hi = trace(field, starts, axes, limit)
+    hit = torch.nonzero(torch.isfinite(hi) & (hi > 0))[:, 0]
+    hi[hit] = bisect(field, starts[hit], axes[hit], lo[hit], hi[hit], bisections)
     return torch.where(hi > limit, torch.nan, hi)
+
+
+def jaw_widths(field: BatchedField, centres: torch.Tensor, axes: torch.Tensor,
+               value: torch.Tensor, limit: float, clearance: float, max_width: float):
+    """The numpy path's width, ``float32(2 * max(exit(+u), exit(-u)) + 2 * clearance)``, and
+    whether it is finite and fits ``max_width``, with the bisections the answer needs: the
+    fit is monotone in each exit and every exit lies in its traced bracket, so a ray stops
+    where its width no longer fits, a bracket whose near end is already too wide ends the
+    cell (before the other side is traced), and only the side whose bracket lies beyond the
+    other's is bisected."""
+    def fits(h):
+        return (h <= limit) & ((2 * h + 2 * clearance).to(torch.float32).to(F64) <= max_width)
+    lo1, hi1 = trace(field, centres, axes, limit, value, fits)
+    rows = torch.nonzero(fits(lo1) & ~torch.isnan(hi1))[:, 0]
+    lo2, hi2 = trace(field, centres[rows], -axes[rows], limit, value[rows], fits)
+    keep = fits(lo2) & ~torch.isnan(hi2)
+    rows, lo2, hi2 = rows[keep], lo2[keep], hi2[keep]
+    lo1, hi1 = lo1[rows], hi1[rows]
+    need1, need2 = ~(lo2 >= hi1) & (hi1 > 0), ~(lo1 >= hi2) & (hi2 > 0)
+    r1, r2 = torch.nonzero(need1)[:, 0], torch.nonzero(need2)[:, 0]
+    both = torch.cat([r1, r2])
+    sign = torch.cat([torch.ones_like(r1), -torch.ones_like(r2)]).to(F64)[:, None]
+    exits = bisect(field, centres[rows[both]], axes[rows[both]] * sign,
+                   torch.cat([lo1[r1], lo2[r2]]), torch.cat([hi1[r1], hi2[r2]]))
+    hi1[r1], hi2[r2] = exits[:len(r1)], exits[len(r1):]
+    half = torch.maximum(hi1, hi2)
+    w = (2 * half + 2 * clearance).to(torch.float32)
+    ok = torch.zeros(len(centres), dtype=torch.bool, device=centres.device)
+    ok[rows] = fits(half)
+    width = torch.zeros(len(centres), dtype=torch.float32, device=centres.device)
+    width[rows] = w
+    return width, ok
 
 
 def _zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
@@ -243,14 +311,25 @@ def _zero_crossing(x1, y1, x2, y2, x3, y3, eps: float = 1.0):
 def find_contacts(field: BatchedField, start, direction, step, half, counts):
     """dexnet's ``find_contact`` along K lines of action (samples ``start + t * direction``,
     t = i * step, the last exactly ``half``): (found (K,), zero crossing in grid coordinates).
-    Samples are evaluated ``WINDOW`` at a time from the open jaw; after each window the
-    samples the Lipschitz bound keeps off the surface band are skipped."""
+    Samples are evaluated ``WINDOW`` at a time from the open jaw, each once: the samples the
+    Lipschitz bound keeps off the surface band are skipped (after the first sample and after
+    each window), and the one or two samples before a window that a candidate's quadratic fit
+    reads are carried from the window before, or evaluated for that candidate alone."""
     k = len(start)
     dev = start.device
     found = torch.zeros(k, dtype=torch.bool, device=dev)
     point = torch.zeros(k, 3, dtype=F64, device=dev)
-    j0 = torch.zeros(k, dtype=torch.int64, device=dev)
-    idx = torch.arange(k, device=dev)
+    rate = _dot(direction.abs(), field.worst[None])
+
+    def skip(value, rows):
+        """samples after the one of ``value`` that the bound keeps off the band"""
+        n = torch.floor((value - field.thresh) / (rate[rows] * step[rows])) - 1
+        return torch.where(torch.isfinite(n), n.clamp(0, 1 << 20), 0).long()
+    first_value = field(field.to_grid(start + (0 * step)[:, None] * direction))
+    j0 = skip(first_value, slice(None))
+    carry = torch.full((k, 2), torch.nan, dtype=F64, device=dev)  # samples j0 - 2, j0 - 1
+    carry[:, 1] = torch.where(j0 == 1, first_value, torch.nan)
+    idx = torch.nonzero(j0 < counts)[:, 0]
     offsets = torch.arange(-2, WINDOW + 1, device=dev)
     while len(idx):
         n = counts[idx]
@@ -259,7 +338,8 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         colc = cols.clamp(0)
         t = torch.where(colc == n[:, None] - 1, half[idx, None], colc * step[idx, None])
         grid = field.to_grid(start[idx, None] + t[..., None] * direction[idx, None])
-        values = torch.where(inside, field(grid), torch.nan)
+        values = torch.cat([carry[idx], field(grid[:, 2:])], 1)
+        values = torch.where(inside, values, torch.nan)
         cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
         c = cols[:, 2:-1]
         last, first = c == n[:, None] - 1, c == 0
@@ -272,8 +352,12 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         zc = torch.zeros(cand.shape + (3,), dtype=F64, device=dev)
         if len(r):
             a0, a1, a2 = i0[r, col], i1[r, col], i2[r, col]
-            pts, ok = _zero_crossing(grid[r, a0], values[r, a0], grid[r, a1], values[r, a1],
-                                     grid[r, a2], values[r, a2])
+            y0, y1 = values[r, a0], values[r, a1]
+            for y, at in ((y0, a0), (y1, a1)):  # a sample before the window, not carried
+                miss = torch.nonzero(torch.isnan(y))[:, 0]
+                y[miss] = field(grid[r[miss], at[miss]])
+            pts, ok = _zero_crossing(grid[r, a0], y0, grid[r, a1], y1, grid[r, a2],
+                                     values[r, a2])
             here = values[r, col + 2].abs()
             veto = ~last[r, col] & (values[r, col + 3].abs() < here)
             accepted[r, col] = ok & ~veto
@@ -282,12 +366,9 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         at = torch.argmax(accepted.to(torch.uint8), dim=1)
         found[idx[hit]] = True
         point[idx[hit]] = zc[hit, at[hit]]
-        nxt = j0[idx] + WINDOW
-        v_next = values[:, WINDOW + 2]  # the sample at the next window's start
-        rate = _dot(direction[idx].abs(), field.worst[None])
-        skip = torch.floor((v_next - field.thresh) / (rate * step[idx])) - 1
-        skip = torch.where(torch.isfinite(skip), skip.clamp(0, 1 << 20), 0).long()
-        j0[idx] = nxt + skip
+        jump = skip(values[:, WINDOW + 2], idx)  # from the sample at the next window's start
+        j0[idx] += WINDOW + jump
+        carry[idx] = torch.where((jump == 0)[:, None], values[:, WINDOW:WINDOW + 2], torch.nan)
         idx = idx[~hit & (j0[idx] < n)]
     return found, point
 
@@ -358,7 +439,7 @@ def min_friction(alpha: torch.Tensor, coefficients=MU_GRID) -> torch.Tensor:
 
 
 def self_collision(mu, width, points, gripper: Gripper, model_points, device,
-                   chunk_bytes: int = 1 << 26) -> np.ndarray:
+                   chunk_bytes: int = 1 << 22) -> np.ndarray:
     """``points_collision`` (the evaluator's point test of fingers and base against the model
     points) for the cells with μ > 0, on tensors, cells chunked by ``chunk_bytes``."""
     out = np.zeros(mu.shape, bool)
@@ -423,17 +504,12 @@ def batched_object_grasp_labels(sdf: SignedDistanceField, points: np.ndarray,
     for s in range(0, len(points), step):
         p = torch.as_tensor(points[s:s + step], device=device).to(F64)
         centres = cell_centres(approach, depths, p)
-        pi, vi, di = torch.nonzero(field(field.to_grid(centres)) < 0, as_tuple=True)
+        values = field(field.to_grid(centres))
+        pi, vi, di = torch.nonzero(values < 0, as_tuple=True)
         c = centres[pi, vi, di].repeat_interleave(a, 0)  # angles fastest
         u = axes[vi].reshape(-1, 3)
-        first = exit_distance(field, c, u, limit)
-        w1 = (2 * first + 2 * clearance).to(torch.float32).to(F64)
-        go = torch.nonzero(torch.isfinite(first) & (w1 <= gripper.max_width))[:, 0]
-        second = torch.full_like(first, torch.nan)
-        second[go] = exit_distance(field, c[go], -u[go], limit)
-        half = torch.maximum(first, second)
-        w = (2 * half + 2 * clearance).to(torch.float32)
-        ok = torch.isfinite(half) & (w.to(F64) <= gripper.max_width)
+        w, ok = jaw_widths(field, c, u, values[pi, vi, di].repeat_interleave(a, 0), limit,
+                           clearance, gripper.max_width)
         rows = torch.nonzero(ok)[:, 0]
         cell_mu = torch.full((len(c),), -1.0, dtype=F64, device=device)
         alpha = close_jaws(field, c[rows], u[rows], w[rows].to(F64), cones)

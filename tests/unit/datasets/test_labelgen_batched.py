@@ -74,7 +74,7 @@ def _exits(path, sdf, starts, axes, plain):
     if path == 'numpy':
         return exit_distance(sdf, starts, axes, 0.1, lipschitz=lip)
     field = batched.BatchedField(sdf, 'cpu')
-    field.near, field.worst = torch.as_tensor(lip[0]), torch.as_tensor(lip[1])
+    field.set_lipschitz(*lip)
     return batched.exit_distance(field, torch.as_tensor(starts), torch.as_tensor(axes),
                                  0.1).numpy()
 
@@ -136,3 +136,22 @@ def test_label_backend_reaches_the_label_grids(tmp_path, monkeypatch):
                                 0.02, SDF_RESOLUTION, 'numpy', 0.1, 0, True, stamp,
                                 'torch', 'cpu')
     assert (seen['backend'], seen['device']) == ('torch', 'cpu')
+
+
+def test_lookups_equal_the_numpy_field_in_blocks_and_at_once():
+    """The trilinear lookup (one gather of 8 corners from the zero-padded grid) gives the
+    numpy field's values bit for bit inside the grid, the last node and the faces included,
+    and the same values whether the CPU splits the points into blocks or not."""
+    sdf = read_dexnet_sdf(os.path.join(GOLDEN, '000', 'textured.sdf'))
+    rng = np.random.default_rng(0)
+    grid = rng.uniform(-2, sdf.dims + 1, (3 * batched.LOOKUP_BLOCK + 17, 3))
+    grid[:50] = np.floor(grid[:50])  # on nodes
+    grid[50:60] = sdf.dims - 1  # the last node: its upper corners are dexnet's zeros
+    field = batched.BatchedField(sdf, 'cpu')
+    blocked = field(torch.as_tensor(grid))
+    field.block = None
+    np.testing.assert_array_equal(blocked.numpy(), field(torch.as_tensor(grid)).numpy())
+    inside = ((grid >= 0) & (grid < sdf.dims)).all(1)
+    assert inside.sum() > 50_000 and (~inside).sum() > 20_000
+    np.testing.assert_array_equal(blocked.numpy()[inside], sdf(grid[inside]))
+    assert (blocked.numpy()[~inside] > 0).all()  # outside the grid: outside the object
