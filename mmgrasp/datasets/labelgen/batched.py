@@ -89,6 +89,11 @@ class BatchedField:
                                      for i in (0, 1) for j in (0, 1) for k in (0, 1)],
                                     device=self.device)
         self.size = torch.as_tensor(sdf.dims, dtype=F64, device=self.device)[:, None]
+        self.zero = torch.zeros_like(self.size)
+        self.one = torch.ones((), dtype=F64, device=self.device)
+        # the CPU checks on the host whether a block has points off the grid (no sync to
+        # avoid); a GPU computes the stand-in for every point, without a sync
+        self.host_checks = self.device.type == 'cpu'
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)
@@ -123,23 +128,37 @@ class BatchedField:
 
     def _values(self, g: torch.Tensor) -> torch.Tensor:
         g = g.T.contiguous()  # (3, K): each axis contiguous
-        below, above = g < 0, g >= self.size
-        bad = below | above
-        c = torch.where(bad, 0.0, torch.minimum(g, self.last))
+        k = g.shape[1]
+        c = torch.clamp(g, self.zero, self.last)  # off the grid: a node, its value replaced
         base = torch.floor(c)
-        weights = torch.stack((1 - (c - base), 1 - (base + 1 - c)))  # (2, 3, K): lower, upper
-        b = base.long()
-        flat = (b[0] * self.strides[0]).add_(b[1] * self.strides[1]).add_(b[2])
-        values = torch.take(self.padded, flat + self.offsets)  # (8, K), corners x-major
-        terms = weights[:, None, None, 0] * weights[None, :, None, 1]
-        terms = (terms * weights[None, None, :, 2]).reshape(8, -1).mul_(values)
+        flat = torch.add(base[2], base[0], alpha=self.strides[0])  # integers: exact
+        flat = flat.add_(base[1], alpha=self.strides[1]).long()
+        values = self.padded.index_select(0, (flat + self.offsets).view(-1)).view(8, k)
+        weights = torch.empty((2, 3, k), dtype=F64, device=g.device)  # lower, upper corner
+        lower, upper = weights
+        torch.sub(self.one, torch.sub(c, base, out=lower), out=lower)
+        torch.sub(self.one, torch.add(base, 1, out=upper).sub_(c), out=upper)
+        terms = (weights[:, None, 0] * weights[None, :, 1])[:, :, None]
+        terms = (terms * weights[None, None, :, 2]).view(8, k).mul_(values)  # x-major
         sd = terms[0] + 0.0  # dexnet's order and its start from +0
-        for k in _ORDER[1:]:
-            sd += terms[k]
-        off = torch.where(below, -g, torch.clamp_min(g - self.last, 0.0))
+        for i in _ORDER[1:]:
+            sd += terms[i]
+        if self.host_checks:  # the CPU: the stand-in only where a point is off the grid
+            if torch.equal(c, g):
+                return sd
+            rows = torch.nonzero(self._off_grid(g))[:, 0]
+            sd[rows] = self._stand_in(g[:, rows])
+            return sd
+        return torch.where(self._off_grid(g), self._stand_in(g), sd)
+
+    def _off_grid(self, g: torch.Tensor) -> torch.Tensor:
+        return ((g < 0) | (g >= self.size)).any(0)
+
+    def _stand_in(self, g: torch.Tensor) -> torch.Tensor:
+        """the value off the grid: the distance to it plus two surface bands"""
+        off = torch.where(g < 0, -g, torch.clamp_min(g - self.last, 0.0))
         off = off * off
-        gap = torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
-        return torch.where(bad.any(0), gap, sd)
+        return torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
 
     def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
