@@ -41,6 +41,7 @@ _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1
 _ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
 _OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
 LOOKUP_BLOCK = 1 << 15
+NORMAL_BLOCK = 1 << 13
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -169,11 +170,19 @@ class BatchedField:
         return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
+        """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid); on the
+        CPU ``NORMAL_BLOCK`` points at a time (the 27 probes' temporaries stay in the cache)."""
+        if self.block and len(grid) > NORMAL_BLOCK:
+            parts = [self._normals(grid[s:s + NORMAL_BLOCK])
+                     for s in range(0, len(grid), NORMAL_BLOCK)]
+            return torch.cat([n for n, _ in parts]), torch.cat([v for _, v in parts])
+        return self._normals(grid)
+
+    def _normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         here = self(grid)
         valid = here.abs() < self.thresh
         probes = grid[:, None, :] + self.probes[None]
-        around = self(probes[:, _OFF_CENTRE])  # the centre probe is ``here``
+        around = self(grid[:, None, :] + self.probes[None, _OFF_CENTRE])  # the centre: ``here``
         on = (torch.cat([around[:, :13], here[:, None], around[:, 13:]], 1).abs() <
               self.thresh)[..., None]
         count = on.sum(1).clamp_min(1)
@@ -196,24 +205,28 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
     field at the starts, when known; ``within``: the test of the distances a ray goes on
     from (``t <= limit``; a caller that rejects every exit beyond a shorter one stops there)."""
     within = (lambda t: t <= limit) if within is None else within
-    k = len(starts)
-    t = torch.zeros(k, dtype=F64, device=starts.device)
-    value = field(field.to_grid(starts)) if value is None else value.clone()
-    lo, hi = torch.zeros_like(t), torch.full_like(t, torch.nan)
+    value = field(field.to_grid(starts)) if value is None else value
+    lo = torch.zeros(len(starts), dtype=F64, device=starts.device)
+    hi = torch.full_like(lo, torch.nan)
     hi[value >= 0] = 0.0
     idx = torch.nonzero(value < 0)[:, 0]
+    # the rays still inside, compacted every step: start, axis, distance, value there and its
+    # grid position (where the next step's bound is read)
+    s, u, v = starts[idx], axes[idx], value[idx]
+    t0 = torch.zeros_like(v)
+    g0 = field.to_grid(s + t0[:, None] * u)
     min_step = 0.2 * field.res
     frac = torch.arange(1, SUBSTEPS, dtype=F64, device=starts.device) / SUBSTEPS
     while len(idx):
-        v0, s, u, t0 = value[idx], starts[idx], axes[idx], t[idx]
-        step = torch.clamp_min(0.9 * -v0, min_step)
+        step = torch.clamp_min(0.9 * -v, min_step)
         t1 = t0 + step
-        v1 = field(field.to_grid(s + t1[:, None] * u))
-        bound = field.bound(field.to_grid(s + t0[:, None] * u), u, step)
-        check = torch.nonzero((-v0 - v1) < bound * step)[:, 0]
+        g1 = field.to_grid(s + t1[:, None] * u)
+        v1 = field(g1)
+        bound = field.bound(g0, u, step)
+        check = torch.nonzero((-v - v1) < bound * step)[:, 0]
         if len(check):
             ts = t0[check, None] + step[check, None] * frac
-            reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
+            reach0, reach1 = -v[check] / bound[check], -v1[check] / bound[check]
             gap = ~(ts - t0[check, None] < reach0[:, None]) & \
                 ~(t1[check, None] - ts < reach1[:, None])
             r, k = torch.nonzero(gap, as_tuple=True)
@@ -229,10 +242,10 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
             t0[rows] = torch.where(fc > 0, tc.gather(1, (fc - 1).clamp_min(0)[:, None])[:, 0],
                                    t0[rows])
         out = v1 >= 0
-        lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
-        moved = idx[~out]
-        t[moved], value[moved] = t1[~out], v1[~out]
-        idx = moved[within(t1[~out])]
+        done = torch.nonzero(out)[:, 0]
+        lo[idx[done]], hi[idx[done]] = t0[done], t1[done]
+        go = torch.nonzero(~out & within(t1))[:, 0]
+        idx, s, u, t0, v, g0 = idx[go], s[go], u[go], t1[go], v1[go], g1[go]
     return lo, hi
 
 
