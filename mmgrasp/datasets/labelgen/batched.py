@@ -225,13 +225,14 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
         bound = field.bound(g0, u, step)
         check = torch.nonzero((-v - v1) < bound * step)[:, 0]
         if len(check):
-            ts = t0[check, None] + step[check, None] * frac
-            reach0, reach1 = -v[check] / bound[check], -v1[check] / bound[check]
-            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
-                ~(t1[check, None] - ts < reach1[:, None])
+            c0, c1, cb = t0[check, None], t1[check, None], bound[check]
+            ts = c0 + step[check, None] * frac
+            reach0, reach1 = -v[check] / cb, -v1[check] / cb
+            gap = ~((ts - c0 < reach0[:, None]) | (c1 - ts < reach1[:, None]))
             r, k = torch.nonzero(gap, as_tuple=True)
             sub = torch.zeros(ts.shape, dtype=torch.bool, device=ts.device)
-            sub[r, k] = field(field.to_grid(s[check[r]] + ts[r, k, None] * u[check[r]])) >= 0
+            ray = check[r]
+            sub[r, k] = field(field.to_grid(s[ray] + ts[r, k, None] * u[ray])) >= 0
             crossed = sub.any(1)
             first = torch.argmax(sub.to(torch.uint8), 1)
             rows = check[crossed]
@@ -375,6 +376,8 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
         c = cols[:, 2:-1]
         last, first = c == n[:, None] - 1, c == 0
+        # a candidate whose next sample is nearer the surface is vetoed before its fit
+        cand &= last | ~(values[:, 3:].abs() < values[:, 2:-1].abs())
         rel = torch.arange(2, WINDOW + 2, device=dev).expand_as(c)
         i0 = torch.where(first, rel, torch.where(last, rel - 2, rel - 1))
         i1 = torch.where(first, rel + 1, torch.where(last, rel - 1, rel))
@@ -390,9 +393,7 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
                 y[miss] = field(grid[r[miss], at[miss]])
             pts, ok = _zero_crossing(grid[r, a0], y0, grid[r, a1], y1, grid[r, a2],
                                      values[r, a2])
-            here = values[r, col + 2].abs()
-            veto = ~last[r, col] & (values[r, col + 3].abs() < here)
-            accepted[r, col] = ok & ~veto
+            accepted[r, col] = ok
             zc[r, col] = pts
         hit = accepted.any(1)
         at = torch.argmax(accepted.to(torch.uint8), dim=1)
