@@ -106,7 +106,8 @@ class BatchedField:
         self.near_rows = torch.as_tensor(near.reshape(3, -1).T.copy(), dtype=F64,
                                          device=self.device)
         shape = near.shape[1:]
-        self.near_last = torch.tensor(shape, device=self.device) - 1
+        self.near_low = torch.zeros(3, dtype=F64, device=self.device)
+        self.near_high = torch.tensor(shape, dtype=F64, device=self.device) - 1
         self.near_strides = (shape[1] * shape[2], shape[2])
         self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
 
@@ -161,13 +162,18 @@ class BatchedField:
         off = off * off
         return torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
 
-    def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
-        """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
-        cell = torch.minimum(torch.floor(grid).long().clamp_min_(0), self.near_last)
-        flat = (cell[:, 0] * self.near_strides[0]).add_(cell[:, 1] * self.near_strides[1])
-        local = self.near_rows.index_select(0, flat.add_(cell[:, 2]))
-        a = axes.abs()
-        return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
+    def bound(self, grid: torch.Tensor, a: torch.Tensor, far: torch.Tensor,
+              step: torch.Tensor) -> torch.Tensor:
+        """the numpy backend's ``_step_bound``: the field's rate of change along axes whose
+        absolute values are ``a`` (K, 3); ``far``: the rate over the whole grid, ``rate(a)``."""
+        cell = torch.clamp(torch.floor(grid), self.near_low, self.near_high)
+        flat = torch.add(cell[:, 2], cell[:, 0], alpha=self.near_strides[0])  # integers: exact
+        flat = flat.add_(cell[:, 1], alpha=self.near_strides[1]).long()
+        return torch.where(step <= self.res, _dot(a, self.near_rows.index_select(0, flat)), far)
+
+    def rate(self, a: torch.Tensor) -> torch.Tensor:
+        """the bound over the whole grid along axes whose absolute values are ``a`` (K, 3)"""
+        return _dot(a, self.worst[None])
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid); on the
@@ -213,6 +219,8 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
     # the rays still inside, compacted every step: start, axis, distance, value there and its
     # grid position (where the next step's bound is read)
     s, u, v = starts[idx], axes[idx], value[idx]
+    a = u.abs()
+    far = field.rate(a)
     t0 = torch.zeros_like(v)
     g0 = field.to_grid(s + t0[:, None] * u)
     min_step = 0.2 * field.res
@@ -222,7 +230,7 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
         t1 = t0 + step
         g1 = field.to_grid(s + t1[:, None] * u)
         v1 = field(g1)
-        bound = field.bound(g0, u, step)
+        bound = field.bound(g0, a, far, step)
         check = torch.nonzero((-v - v1) < bound * step)[:, 0]
         if len(check):
             c0, c1, cb = t0[check, None], t1[check, None], bound[check]
@@ -246,7 +254,8 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
         done = torch.nonzero(out)[:, 0]
         lo[idx[done]], hi[idx[done]] = t0[done], t1[done]
         go = torch.nonzero(~out & within(t1))[:, 0]
-        idx, s, u, t0, v, g0 = idx[go], s[go], u[go], t1[go], v1[go], g1[go]
+        idx, s, u, a, far = idx[go], s[go], u[go], a[go], far[go]
+        t0, v, g0 = t1[go], v1[go], g1[go]
     return lo, hi
 
 
@@ -352,7 +361,7 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
     dev = start.device
     found = torch.zeros(k, dtype=torch.bool, device=dev)
     point = torch.zeros(k, 3, dtype=F64, device=dev)
-    rate = _dot(direction.abs(), field.worst[None])
+    rate = field.rate(direction.abs())
 
     def skip(value, rows):
         """samples after the one of ``value`` that the bound keeps off the band"""
