@@ -379,8 +379,18 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         inside = (cols >= 0) & (cols < n[:, None])
         colc = cols.clamp(0)
         t = torch.where(colc == n[:, None] - 1, half[idx, None], colc * step[idx, None])
-        grid = field.to_grid(start[idx, None] + t[..., None] * direction[idx, None])
-        values = torch.cat([carry[idx], field(grid[:, 2:])], 1)
+        # the window and the sample after it: the two before are carried or looked up alone
+        grid = field.to_grid(start[idx, None] + t[:, 2:, None] * direction[idx, None])
+        values = torch.cat([carry[idx], field(grid)], 1)
+
+        def position(rows, at):
+            """the grid positions of samples ``at`` (columns of ``t``) of rows ``rows``"""
+            out = grid[rows, (at - 2).clamp_min(0)]
+            early = torch.nonzero(at < 2)[:, 0]
+            if len(early):
+                e, ray = rows[early], idx[rows[early]]
+                out[early] = field.to_grid(start[ray] + t[e, at[early], None] * direction[ray])
+            return out
         values = torch.where(inside, values, torch.nan)
         cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
         c = cols[:, 2:-1]
@@ -393,21 +403,22 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         i2 = torch.where(first, rel + 2, torch.where(last, rel, rel + 1))
         r, col = torch.nonzero(cand, as_tuple=True)
         accepted = torch.zeros_like(cand)
-        zc = torch.zeros(cand.shape + (3,), dtype=F64, device=dev)
+        which = torch.zeros(cand.shape, dtype=torch.long, device=dev)  # the candidate there
+        pts = point[:0]
         if len(r):
             a0, a1, a2 = i0[r, col], i1[r, col], i2[r, col]
+            x0, x1 = position(r, a0), position(r, a1)
             y0, y1 = values[r, a0], values[r, a1]
-            for y, at in ((y0, a0), (y1, a1)):  # a sample before the window, not carried
+            for x, y in ((x0, y0), (x1, y1)):  # a sample before the window, not carried
                 miss = torch.nonzero(torch.isnan(y))[:, 0]
-                y[miss] = field(grid[r[miss], at[miss]])
-            pts, ok = _zero_crossing(grid[r, a0], y0, grid[r, a1], y1, grid[r, a2],
-                                     values[r, a2])
+                y[miss] = field(x[miss])
+            pts, ok = _zero_crossing(x0, y0, x1, y1, position(r, a2), values[r, a2])
             accepted[r, col] = ok
-            zc[r, col] = pts
+            which[r, col] = torch.arange(len(r), device=dev)
         hit = accepted.any(1)
         at = torch.argmax(accepted.to(torch.uint8), dim=1)
         found[idx[hit]] = True
-        point[idx[hit]] = zc[hit, at[hit]]
+        point[idx[hit]] = pts[which[hit, at[hit]]]
         jump = skip(values[:, WINDOW + 2], idx)  # from the sample at the next window's start
         j0[idx] += WINDOW + jump
         carry[idx] = torch.where((jump == 0)[:, None], values[:, WINDOW:WINDOW + 2], torch.nan)
