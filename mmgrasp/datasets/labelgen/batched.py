@@ -517,13 +517,13 @@ def self_collision(mu, width, points, gripper: Gripper, model_points, device,
         x, y, z = (d[0] * r[:, 0, j, None] + d[1] * r[:, 1, j, None] + d[2] * r[:, 2, j, None]
                    for j in range(3))
         half, depth = (w[s:s + step] / 2)[:, None], depths[di][:, None]
-        band = (z > -height / 2) & (z < height / 2)
-        mask2 = (x > -base) & (x < depth)
-        mask3, mask5 = y > -(half + finger), y < (half + finger)
-        left = mask2 & mask3 & (y < -half)
-        right = mask2 & mask5 & (y > half)
-        bottom = mask3 & mask5 & (x > -(base + finger)) & (x < -base)
-        hit[s:s + step] = (band & (left | right | bottom)).any(1)
+        # the evaluator's tests, folded by |y| and |z| (negation is exact): a finger where
+        # half < |y| < half + finger and -base < x < depth, the base where |y| < half + finger
+        # and -(base + finger) < x < -base, both where |z| < height / 2
+        ay = y.abs()
+        finger_or_base = ((x > -base) & (x < depth) & (ay > half)) | \
+            ((x > -(base + finger)) & (x < -base))
+        hit[s:s + step] = ((z.abs() < height / 2) & (ay < half + finger) & finger_or_base).any(1)
     out[tuple(cells.T)] = hit.cpu().numpy()
     return out
 
