@@ -42,6 +42,8 @@ _ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-m
 _OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
 LOOKUP_BLOCK = 1 << 15
 NORMAL_BLOCK = 1 << 13
+#: the CPU checks on the host whether a block of lookups has points off the grid
+HOST_CHECKS = True
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -94,7 +96,7 @@ class BatchedField:
         self.one = torch.ones((), dtype=F64, device=self.device)
         # the CPU checks on the host whether a block has points off the grid (no sync to
         # avoid); a GPU computes the stand-in for every point, without a sync
-        self.host_checks = self.device.type == 'cpu'
+        self.host_checks = HOST_CHECKS and self.device.type == 'cpu'
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)

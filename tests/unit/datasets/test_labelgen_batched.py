@@ -138,7 +138,7 @@ def test_label_backend_reaches_the_label_grids(tmp_path, monkeypatch):
     assert (seen['backend'], seen['device']) == ('torch', 'cpu')
 
 
-def test_lookups_equal_the_numpy_field_in_blocks_and_at_once():
+def test_lookups_equal_the_numpy_field_in_blocks_and_at_once(monkeypatch):
     """The trilinear lookup (one gather of 8 corners from the zero-padded grid) gives the
     numpy field's values bit for bit inside the grid, the last node and the faces included,
     and the same values whether the CPU splits the points into blocks or not, and whether it
@@ -157,8 +157,9 @@ def test_lookups_equal_the_numpy_field_in_blocks_and_at_once():
     assert inside.sum() > 50_000 and (~inside).sum() > 20_000
     np.testing.assert_array_equal(blocked.numpy()[inside], sdf(grid[inside]))
     assert (blocked.numpy()[~inside] > 0).all()  # outside the grid: outside the object
-    field.host_checks = False
-    np.testing.assert_array_equal(blocked.numpy(), field(torch.as_tensor(grid)).numpy())
-    field.host_checks = True
     np.testing.assert_array_equal(field(torch.as_tensor(grid[inside])).numpy(),
                                   sdf(grid[inside]))
+    monkeypatch.setattr(batched, 'HOST_CHECKS', False)  # as a GPU (and the launch count)
+    gpu_like = batched.BatchedField(sdf, 'cpu')
+    assert field.host_checks and not gpu_like.host_checks
+    np.testing.assert_array_equal(blocked.numpy(), gpu_like(torch.as_tensor(grid)).numpy())
