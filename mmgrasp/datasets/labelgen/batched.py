@@ -41,6 +41,9 @@ _CORNERS = ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (1
 _ORDER = [4 * i + 2 * j + k for i, j, k in _CORNERS]  # dexnet's order among x-major corners
 _OFF_CENTRE = [i for i in range(27) if i != 13]  # the normals' probes other than (0, 0, 0)
 LOOKUP_BLOCK = 1 << 15
+NORMAL_BLOCK = 1 << 13
+#: the CPU checks on the host whether a block of lookups has points off the grid
+HOST_CHECKS = True
 #: samples of a jaw's line of action evaluated per round of the contact search
 WINDOW = 6
 
@@ -89,6 +92,11 @@ class BatchedField:
                                      for i in (0, 1) for j in (0, 1) for k in (0, 1)],
                                     device=self.device)
         self.size = torch.as_tensor(sdf.dims, dtype=F64, device=self.device)[:, None]
+        self.zero = torch.zeros_like(self.size)
+        self.one = torch.ones((), dtype=F64, device=self.device)
+        # the CPU checks on the host whether a block has points off the grid (no sync to
+        # avoid); a GPU computes the stand-in for every point, without a sync
+        self.host_checks = HOST_CHECKS and self.device.type == 'cpu'
         steps = torch.tensor([-1.5, 0.0, 1.5], dtype=F64)
         d = torch.stack(torch.meshgrid(steps, steps, steps, indexing='ij'), -1).reshape(-1, 3)
         norm = d.norm(dim=1, keepdim=True)
@@ -100,7 +108,8 @@ class BatchedField:
         self.near_rows = torch.as_tensor(near.reshape(3, -1).T.copy(), dtype=F64,
                                          device=self.device)
         shape = near.shape[1:]
-        self.near_last = torch.tensor(shape, device=self.device) - 1
+        self.near_low = torch.zeros(3, dtype=F64, device=self.device)
+        self.near_high = torch.tensor(shape, dtype=F64, device=self.device) - 1
         self.near_strides = (shape[1] * shape[2], shape[2])
         self.worst = torch.as_tensor(worst, dtype=F64, device=self.device)
 
@@ -123,38 +132,65 @@ class BatchedField:
 
     def _values(self, g: torch.Tensor) -> torch.Tensor:
         g = g.T.contiguous()  # (3, K): each axis contiguous
-        below, above = g < 0, g >= self.size
-        bad = below | above
-        c = torch.where(bad, 0.0, torch.minimum(g, self.last))
+        k = g.shape[1]
+        c = torch.clamp(g, self.zero, self.last)  # off the grid: a node, its value replaced
         base = torch.floor(c)
-        weights = torch.stack((1 - (c - base), 1 - (base + 1 - c)))  # (2, 3, K): lower, upper
-        b = base.long()
-        flat = (b[0] * self.strides[0]).add_(b[1] * self.strides[1]).add_(b[2])
-        values = torch.take(self.padded, flat + self.offsets)  # (8, K), corners x-major
-        terms = weights[:, None, None, 0] * weights[None, :, None, 1]
-        terms = (terms * weights[None, None, :, 2]).reshape(8, -1).mul_(values)
+        flat = torch.add(base[2], base[0], alpha=self.strides[0])  # integers: exact
+        flat = flat.add_(base[1], alpha=self.strides[1]).long()
+        values = self.padded.index_select(0, (flat + self.offsets).view(-1)).view(8, k)
+        weights = torch.empty((2, 3, k), dtype=F64, device=g.device)  # lower, upper corner
+        lower, upper = weights
+        torch.sub(self.one, torch.sub(c, base, out=lower), out=lower)
+        torch.sub(self.one, torch.add(base, 1, out=upper).sub_(c), out=upper)
+        terms = (weights[:, None, 0] * weights[None, :, 1])[:, :, None]
+        terms = (terms * weights[None, None, :, 2]).view(8, k).mul_(values)  # x-major
         sd = terms[0] + 0.0  # dexnet's order and its start from +0
-        for k in _ORDER[1:]:
-            sd += terms[k]
-        off = torch.where(below, -g, torch.clamp_min(g - self.last, 0.0))
-        off = off * off
-        gap = torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
-        return torch.where(bad.any(0), gap, sd)
+        for i in _ORDER[1:]:
+            sd += terms[i]
+        if self.host_checks:  # the CPU: the stand-in only where a point is off the grid
+            if torch.equal(c, g):
+                return sd
+            rows = torch.nonzero(self._off_grid(g))[:, 0]
+            sd[rows] = self._stand_in(g[:, rows])
+            return sd
+        return torch.where(self._off_grid(g), self._stand_in(g), sd)
 
-    def bound(self, grid: torch.Tensor, axes: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
-        """the numpy backend's ``_step_bound``: the field's rate of change along ``axes``."""
-        cell = torch.minimum(torch.floor(grid).long().clamp_min_(0), self.near_last)
-        flat = (cell[:, 0] * self.near_strides[0]).add_(cell[:, 1] * self.near_strides[1])
-        local = self.near_rows.index_select(0, flat.add_(cell[:, 2]))
-        a = axes.abs()
-        return torch.where(step <= self.res, _dot(a, local), _dot(a, self.worst[None]))
+    def _off_grid(self, g: torch.Tensor) -> torch.Tensor:
+        return ((g < 0) | (g >= self.size)).any(0)
+
+    def _stand_in(self, g: torch.Tensor) -> torch.Tensor:
+        """the value off the grid: the distance to it plus two surface bands"""
+        off = torch.where(g < 0, -g, torch.clamp_min(g - self.last, 0.0))
+        off = off * off
+        return torch.sqrt(off[0] + off[1] + off[2]) * self.res + 2 * self.thresh
+
+    def bound(self, grid: torch.Tensor, a: torch.Tensor, far: torch.Tensor,
+              step: torch.Tensor) -> torch.Tensor:
+        """the numpy backend's ``_step_bound``: the field's rate of change along axes whose
+        absolute values are ``a`` (K, 3); ``far``: the rate over the whole grid, ``rate(a)``."""
+        cell = torch.clamp(torch.floor(grid), self.near_low, self.near_high)
+        flat = torch.add(cell[:, 2], cell[:, 0], alpha=self.near_strides[0])  # integers: exact
+        flat = flat.add_(cell[:, 1], alpha=self.near_strides[1]).long()
+        return torch.where(step <= self.res, _dot(a, self.near_rows.index_select(0, flat)), far)
+
+    def rate(self, a: torch.Tensor) -> torch.Tensor:
+        """the bound over the whole grid along axes whose absolute values are ``a`` (K, 3)"""
+        return _dot(a, self.worst[None])
 
     def normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid)."""
+        """dexnet's ``surface_normal`` at (K, 3) grid points: (outward normals, valid); on the
+        CPU ``NORMAL_BLOCK`` points at a time (the 27 probes' temporaries stay in the cache)."""
+        if self.block and len(grid) > NORMAL_BLOCK:
+            parts = [self._normals(grid[s:s + NORMAL_BLOCK])
+                     for s in range(0, len(grid), NORMAL_BLOCK)]
+            return torch.cat([n for n, _ in parts]), torch.cat([v for _, v in parts])
+        return self._normals(grid)
+
+    def _normals(self, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         here = self(grid)
         valid = here.abs() < self.thresh
         probes = grid[:, None, :] + self.probes[None]
-        around = self(probes[:, _OFF_CENTRE])  # the centre probe is ``here``
+        around = self(grid[:, None, :] + self.probes[None, _OFF_CENTRE])  # the centre: ``here``
         on = (torch.cat([around[:, :13], here[:, None], around[:, 13:]], 1).abs() <
               self.thresh)[..., None]
         count = on.sum(1).clamp_min(1)
@@ -177,29 +213,36 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
     field at the starts, when known; ``within``: the test of the distances a ray goes on
     from (``t <= limit``; a caller that rejects every exit beyond a shorter one stops there)."""
     within = (lambda t: t <= limit) if within is None else within
-    k = len(starts)
-    t = torch.zeros(k, dtype=F64, device=starts.device)
-    value = field(field.to_grid(starts)) if value is None else value.clone()
-    lo, hi = torch.zeros_like(t), torch.full_like(t, torch.nan)
+    value = field(field.to_grid(starts)) if value is None else value
+    lo = torch.zeros(len(starts), dtype=F64, device=starts.device)
+    hi = torch.full_like(lo, torch.nan)
     hi[value >= 0] = 0.0
     idx = torch.nonzero(value < 0)[:, 0]
+    # the rays still inside, compacted every step: start, axis, distance, value there and its
+    # grid position (where the next step's bound is read)
+    s, u, v = starts[idx], axes[idx], value[idx]
+    a = u.abs()
+    far = field.rate(a)
+    t0 = torch.zeros_like(v)
+    g0 = field.to_grid(s + t0[:, None] * u)
     min_step = 0.2 * field.res
     frac = torch.arange(1, SUBSTEPS, dtype=F64, device=starts.device) / SUBSTEPS
     while len(idx):
-        v0, s, u, t0 = value[idx], starts[idx], axes[idx], t[idx]
-        step = torch.clamp_min(0.9 * -v0, min_step)
+        step = torch.clamp_min(0.9 * -v, min_step)
         t1 = t0 + step
-        v1 = field(field.to_grid(s + t1[:, None] * u))
-        bound = field.bound(field.to_grid(s + t0[:, None] * u), u, step)
-        check = torch.nonzero((-v0 - v1) < bound * step)[:, 0]
+        g1 = field.to_grid(s + t1[:, None] * u)
+        v1 = field(g1)
+        bound = field.bound(g0, a, far, step)
+        check = torch.nonzero((-v - v1) < bound * step)[:, 0]
         if len(check):
-            ts = t0[check, None] + step[check, None] * frac
-            reach0, reach1 = -v0[check] / bound[check], -v1[check] / bound[check]
-            gap = ~(ts - t0[check, None] < reach0[:, None]) & \
-                ~(t1[check, None] - ts < reach1[:, None])
+            c0, c1, cb = t0[check, None], t1[check, None], bound[check]
+            ts = c0 + step[check, None] * frac
+            reach0, reach1 = -v[check] / cb, -v1[check] / cb
+            gap = ~((ts - c0 < reach0[:, None]) | (c1 - ts < reach1[:, None]))
             r, k = torch.nonzero(gap, as_tuple=True)
             sub = torch.zeros(ts.shape, dtype=torch.bool, device=ts.device)
-            sub[r, k] = field(field.to_grid(s[check[r]] + ts[r, k, None] * u[check[r]])) >= 0
+            ray = check[r]
+            sub[r, k] = field(field.to_grid(s[ray] + ts[r, k, None] * u[ray])) >= 0
             crossed = sub.any(1)
             first = torch.argmax(sub.to(torch.uint8), 1)
             rows = check[crossed]
@@ -210,10 +253,11 @@ def trace(field: BatchedField, starts: torch.Tensor, axes: torch.Tensor, limit: 
             t0[rows] = torch.where(fc > 0, tc.gather(1, (fc - 1).clamp_min(0)[:, None])[:, 0],
                                    t0[rows])
         out = v1 >= 0
-        lo[idx[out]], hi[idx[out]] = t0[out], t1[out]
-        moved = idx[~out]
-        t[moved], value[moved] = t1[~out], v1[~out]
-        idx = moved[within(t1[~out])]
+        done = torch.nonzero(out)[:, 0]
+        lo[idx[done]], hi[idx[done]] = t0[done], t1[done]
+        go = torch.nonzero(~out & within(t1))[:, 0]
+        idx, s, u, a, far = idx[go], s[go], u[go], a[go], far[go]
+        t0, v, g0 = t1[go], v1[go], g1[go]
     return lo, hi
 
 
@@ -319,7 +363,7 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
     dev = start.device
     found = torch.zeros(k, dtype=torch.bool, device=dev)
     point = torch.zeros(k, 3, dtype=F64, device=dev)
-    rate = _dot(direction.abs(), field.worst[None])
+    rate = field.rate(direction.abs())
 
     def skip(value, rows):
         """samples after the one of ``value`` that the bound keeps off the band"""
@@ -337,35 +381,46 @@ def find_contacts(field: BatchedField, start, direction, step, half, counts):
         inside = (cols >= 0) & (cols < n[:, None])
         colc = cols.clamp(0)
         t = torch.where(colc == n[:, None] - 1, half[idx, None], colc * step[idx, None])
-        grid = field.to_grid(start[idx, None] + t[..., None] * direction[idx, None])
-        values = torch.cat([carry[idx], field(grid[:, 2:])], 1)
+        # the window and the sample after it: the two before are carried or looked up alone
+        grid = field.to_grid(start[idx, None] + t[:, 2:, None] * direction[idx, None])
+        values = torch.cat([carry[idx], field(grid)], 1)
+
+        def position(rows, at):
+            """the grid positions of samples ``at`` (columns of ``t``) of rows ``rows``"""
+            out = grid[rows, (at - 2).clamp_min(0)]
+            early = torch.nonzero(at < 2)[:, 0]
+            if len(early):
+                e, ray = rows[early], idx[rows[early]]
+                out[early] = field.to_grid(start[ray] + t[e, at[early], None] * direction[ray])
+            return out
         values = torch.where(inside, values, torch.nan)
         cand = inside[:, 2:-1] & (values[:, 2:-1].abs() < field.thresh)
         c = cols[:, 2:-1]
         last, first = c == n[:, None] - 1, c == 0
+        # a candidate whose next sample is nearer the surface is vetoed before its fit
+        cand &= last | ~(values[:, 3:].abs() < values[:, 2:-1].abs())
         rel = torch.arange(2, WINDOW + 2, device=dev).expand_as(c)
         i0 = torch.where(first, rel, torch.where(last, rel - 2, rel - 1))
         i1 = torch.where(first, rel + 1, torch.where(last, rel - 1, rel))
         i2 = torch.where(first, rel + 2, torch.where(last, rel, rel + 1))
         r, col = torch.nonzero(cand, as_tuple=True)
         accepted = torch.zeros_like(cand)
-        zc = torch.zeros(cand.shape + (3,), dtype=F64, device=dev)
+        which = torch.zeros(cand.shape, dtype=torch.long, device=dev)  # the candidate there
+        pts = point[:0]
         if len(r):
             a0, a1, a2 = i0[r, col], i1[r, col], i2[r, col]
+            x0, x1 = position(r, a0), position(r, a1)
             y0, y1 = values[r, a0], values[r, a1]
-            for y, at in ((y0, a0), (y1, a1)):  # a sample before the window, not carried
+            for x, y in ((x0, y0), (x1, y1)):  # a sample before the window, not carried
                 miss = torch.nonzero(torch.isnan(y))[:, 0]
-                y[miss] = field(grid[r[miss], at[miss]])
-            pts, ok = _zero_crossing(grid[r, a0], y0, grid[r, a1], y1, grid[r, a2],
-                                     values[r, a2])
-            here = values[r, col + 2].abs()
-            veto = ~last[r, col] & (values[r, col + 3].abs() < here)
-            accepted[r, col] = ok & ~veto
-            zc[r, col] = pts
+                y[miss] = field(x[miss])
+            pts, ok = _zero_crossing(x0, y0, x1, y1, position(r, a2), values[r, a2])
+            accepted[r, col] = ok
+            which[r, col] = torch.arange(len(r), device=dev)
         hit = accepted.any(1)
         at = torch.argmax(accepted.to(torch.uint8), dim=1)
         found[idx[hit]] = True
-        point[idx[hit]] = zc[hit, at[hit]]
+        point[idx[hit]] = pts[which[hit, at[hit]]]
         jump = skip(values[:, WINDOW + 2], idx)  # from the sample at the next window's start
         j0[idx] += WINDOW + jump
         carry[idx] = torch.where((jump == 0)[:, None], values[:, WINDOW:WINDOW + 2], torch.nan)
@@ -464,13 +519,13 @@ def self_collision(mu, width, points, gripper: Gripper, model_points, device,
         x, y, z = (d[0] * r[:, 0, j, None] + d[1] * r[:, 1, j, None] + d[2] * r[:, 2, j, None]
                    for j in range(3))
         half, depth = (w[s:s + step] / 2)[:, None], depths[di][:, None]
-        band = (z > -height / 2) & (z < height / 2)
-        mask2 = (x > -base) & (x < depth)
-        mask3, mask5 = y > -(half + finger), y < (half + finger)
-        left = mask2 & mask3 & (y < -half)
-        right = mask2 & mask5 & (y > half)
-        bottom = mask3 & mask5 & (x > -(base + finger)) & (x < -base)
-        hit[s:s + step] = (band & (left | right | bottom)).any(1)
+        # the evaluator's tests, folded by |y| and |z| (negation is exact): a finger where
+        # half < |y| < half + finger and -base < x < depth, the base where |y| < half + finger
+        # and -(base + finger) < x < -base, both where |z| < height / 2
+        ay = y.abs()
+        finger_or_base = ((x > -base) & (x < depth) & (ay > half)) | \
+            ((x > -(base + finger)) & (x < -base))
+        hit[s:s + step] = ((z.abs() < height / 2) & (ay < half + finger) & finger_or_base).any(1)
     out[tuple(cells.T)] = hit.cpu().numpy()
     return out
 

@@ -138,10 +138,12 @@ def test_label_backend_reaches_the_label_grids(tmp_path, monkeypatch):
     assert (seen['backend'], seen['device']) == ('torch', 'cpu')
 
 
-def test_lookups_equal_the_numpy_field_in_blocks_and_at_once():
+def test_lookups_equal_the_numpy_field_in_blocks_and_at_once(monkeypatch):
     """The trilinear lookup (one gather of 8 corners from the zero-padded grid) gives the
     numpy field's values bit for bit inside the grid, the last node and the faces included,
-    and the same values whether the CPU splits the points into blocks or not."""
+    and the same values whether the CPU splits the points into blocks or not, and whether it
+    checks on the host for points off the grid (the CPU) or not (a GPU's path, without syncs);
+    a block all inside the grid skips the stand-in."""
     sdf = read_dexnet_sdf(os.path.join(GOLDEN, '000', 'textured.sdf'))
     rng = np.random.default_rng(0)
     grid = rng.uniform(-2, sdf.dims + 1, (3 * batched.LOOKUP_BLOCK + 17, 3))
@@ -155,3 +157,9 @@ def test_lookups_equal_the_numpy_field_in_blocks_and_at_once():
     assert inside.sum() > 50_000 and (~inside).sum() > 20_000
     np.testing.assert_array_equal(blocked.numpy()[inside], sdf(grid[inside]))
     assert (blocked.numpy()[~inside] > 0).all()  # outside the grid: outside the object
+    np.testing.assert_array_equal(field(torch.as_tensor(grid[inside])).numpy(),
+                                  sdf(grid[inside]))
+    monkeypatch.setattr(batched, 'HOST_CHECKS', False)  # as a GPU (and the launch count)
+    gpu_like = batched.BatchedField(sdf, 'cpu')
+    assert field.host_checks and not gpu_like.host_checks
+    np.testing.assert_array_equal(blocked.numpy(), gpu_like(torch.as_tensor(grid)).numpy())
