@@ -3,7 +3,7 @@
 preprocessor spends per batch, against THU-VCLab/HGGD's own dataset class on the same frames.
 
     python tools/analysis/benchmark_hggd_data.py [--frames 8] [--grasps 3000] [--batch 4]
-        [--reference HGGD_SRC --reference-python /work/venvs/hggd-data/bin/python]
+        [--reference HGGD_SRC --reference-python HGGD_PYTHON]
         [--json OUT]
 
 Writes a synthetic GraspNet-1Billion root at the real size (1280 x 720, RealSense) in a
@@ -169,10 +169,14 @@ def main() -> None:
     parser.add_argument('--grasps', type=int, default=3000)
     parser.add_argument('--batch', type=int, default=4)
     parser.add_argument('--reference', help='a checkout of THU-VCLab/HGGD')
-    parser.add_argument('--reference-python', default='/work/venvs/hggd-data/bin/python')
+    parser.add_argument('--reference-python',
+                        help='the python of the reference environment (with --reference)')
     parser.add_argument('--json')
     parser.add_argument('--reference-run', nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reference and not args.reference_python:
+        parser.error('--reference needs --reference-python: the python of an environment with '
+                     'the reference\'s pins (numpy 1.23.5)')
     if args.reference_run:
         source, root, frames = args.reference_run
         print(json.dumps(run_reference(source, root, int(frames))))

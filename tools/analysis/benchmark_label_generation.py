@@ -23,7 +23,7 @@ grasps (docs/notes/benchmarks/label_generation.md).
    points.
 
     PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py mmgrasp /tmp/bench
-    /work/venvs/graspnetapi/bin/python tools/analysis/benchmark_label_generation.py \\
+    GRASPNETAPI_PYTHON tools/analysis/benchmark_label_generation.py \\
         graspnetapi /tmp/bench
     PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py backends data/duck \\
         --mesh duck.obj --scale 0.05 --every 20 --today today_object_labels.py

@@ -13,7 +13,7 @@ Two steps, because the libraries live in a venv of their own:
    the whole grid (one thread) and the largest error and sign errors on the reference points.
 
     python tools/analysis/benchmark_mesh_sdf.py export /tmp/meshsdf.npz
-    OMP_NUM_THREADS=1 /work/venvs/sdfbench/bin/python tools/analysis/benchmark_mesh_sdf.py \
+    OMP_NUM_THREADS=1 SDFBENCH_PYTHON tools/analysis/benchmark_mesh_sdf.py \
         measure /tmp/meshsdf.npz
 """
 import argparse
