@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 import torch
+from mmengine.registry import DefaultScope
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 
@@ -63,6 +64,18 @@ def changed_files(before: Dict[str, object], after: Dict[str, object]) -> List[s
              if before[rel] != after[rel]]
             + [f'{rel} (added)' for rel in sorted(after.keys() - before.keys())]
             + [f'{rel} (removed)' for rel in sorted(before.keys() - after.keys())])
+
+
+@pytest.fixture(autouse=True)
+def _mmgrasp_default_scope():
+    """Every test starts in mmgrasp's default scope, whatever ran before it in the process: a
+    Runner leaves its scope current (mmengine's by default), which would send the next test's
+    registry builds to that scope's registries."""
+    scopes = DefaultScope._instance_dict
+    if 'mmgrasp' in scopes:
+        scopes.move_to_end('mmgrasp')  # the last created is the current one
+    else:
+        DefaultScope.get_instance('mmgrasp', scope_name='mmgrasp')
 
 
 @pytest.fixture(autouse=True)
