@@ -1,23 +1,12 @@
 """tools/analysis/benchmark_eval.py --steps: every step of the evaluation is timed where the
 evaluation calls it, a nested step counts once, and the evaluator is left as it was."""
-import importlib.util
 import os
 import time
 
-from eval_data import top_down_grasp, write_dump, write_eval_dataset
+from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
 
 import mmgrasp.evaluation.functional.frame_eval as frame_eval
 from mmgrasp.geometry import PosedTable
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location(
-        'benchmark_eval', os.path.join(REPO, 'tools', 'analysis', 'benchmark_eval.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _inputs(tmp_path):
@@ -30,7 +19,7 @@ def _inputs(tmp_path):
 
 
 def test_steps_times_every_step_once_and_restores_the_evaluator(tmp_path):
-    tool = load_tool()
+    tool = analysis_tool('benchmark_eval')
     root, dump = _inputs(tmp_path)
     before = {attr: getattr(frame_eval, attr) for attr in tool.STEPS.values()}
     inside = PosedTable.inside
@@ -43,7 +32,7 @@ def test_steps_times_every_step_once_and_restores_the_evaluator(tmp_path):
 
 
 def test_steps_option_adds_the_table(tmp_path, capsys):
-    tool = load_tool()
+    tool = analysis_tool('benchmark_eval')
     root, dump = _inputs(tmp_path)
     common = ['--root', root, '--dump', f'd={dump}', '--scenes', '100', '--frames', '2',
               '--nproc', '1', '--repeat', '1']
@@ -60,7 +49,7 @@ def test_a_nested_step_counts_in_the_outer_one(tmp_path, monkeypatch):
     """transform_points poses the models (2 objects x 2 frames) and also runs inside
     grasps_friction: with every call made to cost 20 ms of CPU, the models' step holds the 4
     outer calls only."""
-    tool = load_tool()
+    tool = analysis_tool('benchmark_eval')
     root, dump = _inputs(tmp_path)
     calls, real = [], frame_eval.transform_points
 

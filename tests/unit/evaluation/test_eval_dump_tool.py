@@ -1,21 +1,10 @@
 """tools/analysis/eval_dump.py: the table, the JSON in percent, clear errors."""
-import importlib.util
 import json
 import os
 
 import pytest
 
-from eval_data import top_down_grasp, write_dump, write_eval_dataset
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location(
-        'eval_dump', os.path.join(REPO, 'tools', 'analysis', 'eval_dump.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
 
 
 def test_eval_dump_prints_table_and_json(tmp_path, capsys):
@@ -24,7 +13,7 @@ def test_eval_dump_prints_table_and_json(tmp_path, capsys):
     write_dump(dump, 100, 0, [top_down_grasp(0.9, centres[0])])
     write_dump(dump, 100, 1, [])
     out = str(tmp_path / 'ap.json')
-    tool = load_tool()
+    tool = analysis_tool('eval_dump')
     figures = tool.main([root, dump, '--camera', 'realsense', '--scenes', '100', '--json', out,
                          '--no-progress'])
     # frame 0: one good grasp -> precision@k = 1/k for k = 1..50 at every coefficient
