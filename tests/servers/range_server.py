@@ -119,11 +119,20 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        self._counted = True
         try:
             self._get(state)
         finally:
-            with state.lock:
-                state.in_flight -= 1
+            self._answered()
+
+    def _answered(self) -> None:
+        """The request leaves the in-flight count before its last bytes are written: a client
+        holding its whole answer may send the next request at once, and that one must not find
+        this one still counted (a thread switch before ``finally`` would count both)."""
+        if getattr(self, '_counted', False):
+            self._counted = False
+            with self.server.state.lock:
+                self.server.state.in_flight -= 1
 
     def do_HEAD(self) -> None:
         """Size and ETag, no body (logged as a HEAD: the reader is meant never to send one)."""
@@ -205,13 +214,17 @@ class _Handler(BaseHTTPRequestHandler):
         for begin in range(0, len(body), _CHUNK):
             chunk = body[begin:begin + _CHUNK]
             state.throttle(len(chunk))
+            if begin + _CHUNK >= len(body):
+                self._answered()
             self.wfile.write(chunk)
+        self._answered()  # an empty body
 
     def _answer(self, path, byte_range, status: int, text: bytes) -> None:
         self._record(path, byte_range, status, len(text))
         self.send_response(status)
         self.send_header('Content-Length', str(len(text)))
         self.end_headers()
+        self._answered()
         self.wfile.write(text)
 
 
