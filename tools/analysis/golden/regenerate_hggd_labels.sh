@@ -3,7 +3,8 @@
 # environment) -> HGGD's convert_grasp.py, unmodified, in its own environment
 # (setup_hggd_labels_env.sh), driven by make_hggd_labels_golden.py.
 #
-# Usage (from the repository root): tools/analysis/golden/regenerate_hggd_labels.sh HGGD_SRC HGGD_VENV [WORK]
+# Usage (from the repository root):
+#   tools/analysis/golden/regenerate_hggd_labels.sh HGGD_SRC HGGD_VENV [WORK]
 #   HGGD_SRC  a checkout of THU-VCLab/HGGD at 69580ff (convert_grasp.py, util.py,
 #             customgraspnetAPI/); nothing of it is copied into this repository
 #   HGGD_VENV the script's environment (setup_hggd_labels_env.sh)
