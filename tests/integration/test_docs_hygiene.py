@@ -1,7 +1,14 @@
 """The documentation speaks of the project alone: no development history, no machine paths.
 
-Checked files: ``README.md``, ``configs/*/README.md`` and ``docs/**/*.md`` (what the site and
-GitHub render), every line, code blocks included (a command is copied as it is written).
+Checked files, every line, code blocks included (a command is copied as it is written):
+
+- all rules: ``README.md``, ``configs/*/README.md``, ``docs/**/*.md`` (what the site and GitHub
+  render) and the developers' notes ``tests/**/*.md`` and ``tools/**/*.md`` (how each golden was
+  made);
+- machine paths only: the scripts and their usage texts, ``tools/**/*.py``, ``tools/**/*.sh``,
+  and the non-test modules of ``tests/`` (``conftest.py``, ``_*_helpers.py``, the golden makers
+  under ``tests/data/``); ``test_*.py`` files are left out: they hold planted examples (this one's).
+  In code "session" and "helper" are pytest's and Python's words, not history.
 
 Rules (a hit names ``file:line`` and the offending words):
 
@@ -19,9 +26,11 @@ Rules (a hit names ``file:line`` and the offending words):
   ``session token`` (S3) and
   ``helper function/method/class/module/script`` (code, not a person).
 - **Absolute machine paths.** A path that starts at ``/work/``, ``/tmp/``, ``/root/``,
-  ``/home/``, ``/Users/``, ``/mnt/`` or ``/scratch/`` (not inside a URL or a longer path).
-  Command examples use relative paths (``data/...``, ``work_dirs/...``) or placeholders
-  (``CHECKOUT``, ``$MMGRASP_CACHE``); system tools (``/usr/bin/time``, ``/dev/shm``) pass.
+  ``/home/``, ``/Users/``, ``/mnt/`` or ``/scratch/`` (not inside a URL or a longer path; a
+  shell default ``${1:-/work/...}`` counts). Command examples use relative paths (``data/...``,
+  ``work_dirs/...``) or placeholders (``CHECKOUT``, ``GRASPNETAPI_VENV``, ``WORK``,
+  ``$MMGRASP_CACHE``); a script takes such a folder as a required argument or makes one with
+  ``mktemp``/``tempfile``; system tools (``/usr/bin/time``, ``/dev/shm``) pass.
 """
 import glob
 import os
@@ -43,7 +52,8 @@ _WORDS = re.compile(
     r')(?![\w/])'
     r'|\b(?:this|that|the|one|a|an|each|every|same|next|previous|earlier|later|another|single)'
     r'\s+sitting\b', re.IGNORECASE)
-_PATH = re.compile(r'(?<![\w.~$/:-])/(?:work|tmp|root|home|Users|mnt|scratch)/[^\s`\'")]*')
+_PATH = re.compile(
+    r'(?:(?<![\w.~$/:-])|(?<=:-))/(?:work|tmp|root|home|Users|mnt|scratch)/[^\s`\'")}]*')
 
 
 def _upstream(before: str, ref: str) -> bool:
@@ -60,23 +70,50 @@ def problems(text: str) -> List[Tuple[int, str]]:
             if not _upstream(hit.group('before'), hit.group('ref')):
                 found.append((number, hit.group('ref')))
         found += [(number, hit.group(0)) for hit in _WORDS.finditer(line)]
-        found += [(number, hit.group(0)) for hit in _PATH.finditer(line)]
-    return found
+    return sorted(found + machine_paths(text))
+
+
+def machine_paths(text: str) -> List[Tuple[int, str]]:
+    """``(line number, path)`` for every absolute machine path in ``text``."""
+    return [(number, hit.group(0)) for number, line in enumerate(text.splitlines(), 1)
+            for hit in _PATH.finditer(line)]
+
+
+def _glob(*patterns: str) -> List[str]:
+    return [p for pattern in patterns for p in glob.glob(pattern, root_dir=REPO, recursive=True)]
 
 
 def documentation_files() -> List[str]:
-    paths = ['README.md'] + glob.glob('configs/*/README.md', root_dir=REPO) + \
-        glob.glob('docs/**/*.md', root_dir=REPO, recursive=True)
+    paths = ['README.md'] + _glob('configs/*/README.md', 'docs/**/*.md', 'tests/**/*.md',
+                                  'tools/**/*.md')
     return sorted(p for p in paths if not p.startswith(('docs/_build/', 'docs/model_zoo/')))
 
 
-def test_the_documentation_speaks_of_the_project_alone():
+def script_files() -> List[str]:
+    paths = _glob('tools/**/*.py', 'tools/**/*.sh', 'tests/**/*.py')
+    return sorted(p for p in paths if not os.path.basename(p).startswith('test_'))
+
+
+def _hits(paths: List[str], check) -> List[str]:
     hits = []
-    for path in documentation_files():
+    for path in paths:
         with open(os.path.join(REPO, path), encoding='utf-8') as f:
-            hits += [f'{path}:{line}: {word!r}' for line, word in problems(f.read())]
+            hits += [f'{path}:{line}: {word!r}' for line, word in check(f.read())]
+    return hits
+
+
+def test_the_documentation_speaks_of_the_project_alone():
+    hits = _hits(documentation_files(), problems)
     assert not hits, (f'{len(hits)} development-history words or machine paths in the docs '
                       '(rules: tests/integration/test_docs_hygiene.py):\n' + '\n'.join(hits))
+
+
+def test_the_scripts_name_no_machine_path():
+    assert {'tools/analysis/golden/regenerate.sh', 'tools/data/make_synthetic.py',
+            'tests/data/normals_golden/make_golden.py', 'tests/conftest.py'} <= set(script_files())
+    hits = _hits(script_files(), machine_paths)
+    assert not hits, (f'{len(hits)} machine paths in scripts or their usage texts (use a '
+                      'placeholder, a relative path or tempfile):\n' + '\n'.join(hits))
 
 
 def test_the_checker_flags_planted_sentences():
@@ -94,6 +131,8 @@ def test_the_checker_flags_planted_sentences():
         'python tools/train.py --cfg-options data_root=/tmp/syn_real',
         '--graspnetapi-python /work/gnapi-venv/bin/python',
         'cd /home/user/mmgrasp && ls /root/.cache',
+        'venv=${1:-/work/gnapi-venv}',
+        'tools/analysis/golden/regenerate.sh /work/gnapi-venv /tmp/golden_work',
     ]
     for sentence in bad:
         assert problems(sentence), sentence
@@ -109,6 +148,8 @@ def test_the_checker_flags_planted_sentences():
         '/usr/bin/time -v python tools/test.py; MMGRASP_CACHE=$MMGRASP_CACHE data/syn_real',
         'see [the section](page.md#section-2) and heading anchors',
         'git clone https://github.com/graspnet/graspnet-baseline CHECKOUT',
+        'work=$(mktemp -d "${TMPDIR:-/tmp}/mmgrasp.XXXXXX"); venv=${1:?usage: x.sh VENV}',
+        'tools/analysis/golden/regenerate.sh GRASPNETAPI_VENV WORK; "$work/synthetic"',
     ]
     for sentence in good:
         assert not problems(sentence), (sentence, problems(sentence))

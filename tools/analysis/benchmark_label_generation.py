@@ -22,9 +22,9 @@ grasps (docs/notes/benchmarks/label_generation.md).
    cells, counted on the CPU (``mmgrasp.analysis.dispatch_count``) over ``--count-points``
    points.
 
-    PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py mmgrasp /tmp/bench
+    PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py mmgrasp data/bench
     GRASPNETAPI_PYTHON tools/analysis/benchmark_label_generation.py \\
-        graspnetapi /tmp/bench
+        graspnetapi data/bench
     PYTHONPATH=$PWD python tools/analysis/benchmark_label_generation.py backends data/duck \\
         --mesh duck.obj --scale 0.05 --every 20 --today today_object_labels.py
 """

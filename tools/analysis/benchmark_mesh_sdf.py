@@ -12,9 +12,9 @@ Two steps, because the libraries live in a venv of their own:
 2. ``measure`` (any environment with the libraries): per library and shape, the wall time of
    the whole grid (one thread) and the largest error and sign errors on the reference points.
 
-    python tools/analysis/benchmark_mesh_sdf.py export /tmp/meshsdf.npz
+    python tools/analysis/benchmark_mesh_sdf.py export data/meshsdf.npz
     OMP_NUM_THREADS=1 SDFBENCH_PYTHON tools/analysis/benchmark_mesh_sdf.py \
-        measure /tmp/meshsdf.npz
+        measure data/meshsdf.npz
 """
 import argparse
 import json

@@ -4,7 +4,7 @@
 ``--seed``, ``--shapes`` and ``--points-per-object`` (boxes and the L exact, curved shapes with
 vertices ``--spacing`` apart).
 
-    python tools/data/export_synthetic_meshes.py /tmp/meshes --models 12 \\
+    python tools/data/export_synthetic_meshes.py data/meshes --models 12 \\
         --shapes box sphere cylinder capsule torus lshape
 """
 import argparse

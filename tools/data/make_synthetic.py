@@ -13,11 +13,11 @@ benchmarks use it:
     python tools/data/make_synthetic.py data/synthetic_real --scenes 2 --frames 4 --objects 9 \
         --points-per-object 1500 --cameras realsense --test-scenes
 Small, fast variant for smoke tests:
-    python tools/data/make_synthetic.py /tmp/syn --scenes 1 --frames 2 --objects 3 \
+    python tools/data/make_synthetic.py data/synthetic_small --scenes 1 --frames 2 --objects 3 \
         --points-per-object 40 --grid 6 3 2 --image-size 320 180
 GraspClutter6D layout (four cameras, 13 annotations each, one model twice in all scenes but the
 last; scene ids 1..N train, the next --test-scenes COUNT test):
-    python tools/data/make_synthetic.py /tmp/gc6d --layout graspclutter6d --scenes 2 \
+    python tools/data/make_synthetic.py data/synthetic_gc6d --layout graspclutter6d --scenes 2 \
         --test-scenes 1 --objects 4 --points-per-object 40 --grid 6 3 2 --image-size 320 180
 """
 import argparse

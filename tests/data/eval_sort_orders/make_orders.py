@@ -2,7 +2,7 @@
 
 Run in graspnetAPI's environment (tools/analysis/golden/setup_graspnetapi_env.sh), from the
 repository root:
-    /work/gnapi-venv/bin/python tests/data/eval_sort_orders/make_orders.py \
+    GRASPNETAPI_VENV/bin/python tests/data/eval_sort_orders/make_orders.py \
         tests/data/eval_sort_orders/orders.json
 """
 import json

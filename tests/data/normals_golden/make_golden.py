@@ -1,7 +1,7 @@
 """Make golden.npz: open3d's normals of a sampled synthetic cloud (see README.md).
 
-    PYTHONPATH=. python tests/data/normals_golden/make_golden.py points /tmp/x/points.npy
-    /tmp/venv/bin/python tests/data/normals_golden/make_golden.py open3d /tmp/x/points.npy \
+    PYTHONPATH=. python tests/data/normals_golden/make_golden.py points WORK/points.npy
+    OPEN3D_VENV/bin/python tests/data/normals_golden/make_golden.py open3d WORK/points.npy \
         tests/data/normals_golden/golden.npz
 
 The first step needs mmgrasp (the synthetic writer), the second only numpy and open3d.

@@ -24,7 +24,7 @@ and cloud draws are kept as sets, ``np.packbits`` of a mask over the population
 through minima and maxima only, so their order does not matter. The grasp subsample, whose
 order decides NMS ties, is kept in draw order (``draw_subsample``, int32) when there was one.
 
-    /work/venvs/hggd/bin/python tools/analysis/golden/make_hggd_labels_golden.py HGGD_SRC DATA_ROOT \
+    HGGD_VENV/bin/python tools/analysis/golden/make_hggd_labels_golden.py HGGD_SRC DATA_ROOT \
         OUT_NPZ OUT_JSON --scenes 0 1 --frames 2 --seed 0
 """
 import argparse

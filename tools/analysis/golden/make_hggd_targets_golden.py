@@ -1,9 +1,9 @@
 """Make tests/data/hggd_targets_golden/golden.npz: THU-VCLab/HGGD's own dataset code on
 procedural 1280 x 720 RGB-D frames and hand-made per-image grasp records (see the README there).
 
-    python tools/analysis/golden/make_hggd_targets_golden.py inputs /tmp/hggd/inputs.npz
-    /work/venvs/hggd-data/bin/python tools/analysis/golden/make_hggd_targets_golden.py \
-        reference HGGD_SRC /tmp/hggd/inputs.npz tests/data/hggd_targets_golden/golden.npz
+    python tools/analysis/golden/make_hggd_targets_golden.py inputs WORK/inputs.npz
+    HGGD_DATA_VENV/bin/python tools/analysis/golden/make_hggd_targets_golden.py \
+        reference HGGD_SRC WORK/inputs.npz tests/data/hggd_targets_golden/golden.npz
 
 The first step needs numpy only. The second runs the reference's ``GraspDataset.__getitem__``
 (``dataset/base_grasp_dataset.py`` of a checkout ``HGGD_SRC``, not modified) on each case, its

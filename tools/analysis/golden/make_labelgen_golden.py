@@ -19,7 +19,7 @@ Two steps in two environments:
 
     PYTHONPATH=$PWD python tools/analysis/golden/make_labelgen_golden.py prepare \\
         tests/data/labelgen_golden
-    /work/venvs/graspnetapi/bin/python tools/analysis/golden/make_labelgen_golden.py judge \\
+    GRASPNETAPI_VENV/bin/python tools/analysis/golden/make_labelgen_golden.py judge \\
         tests/data/labelgen_golden
 """
 import argparse

@@ -6,9 +6,11 @@
 #   tests/data/eval_golden/curved_kinect/    the same models, Kinect
 # (the curved models alternate ASCII and binary PLY files).
 #
-# Usage (from the repository root): tools/analysis/golden/regenerate.sh [GNAPI_VENV] [WORK]
+# Usage (from the repository root): tools/analysis/golden/regenerate.sh GRASPNETAPI_VENV [WORK]
+#   GRASPNETAPI_VENV  graspnetAPI's environment (setup_graspnetapi_env.sh)
+#   WORK              a scratch folder (default: a new temporary one)
 set -euo pipefail
-venv=${1:-/work/gnapi-venv}
+venv=${1:?usage: regenerate.sh GRASPNETAPI_VENV [WORK]}
 work=${2:-$(mktemp -d)}
 # the datasets: 1 training scene, test scenes 100/130/160 (seen/similar/novel), 2 frames, 5 objects
 common='"--scenes", "1", "--frames", "2", "--objects", "5", "--points-per-object", "40",

@@ -3,9 +3,11 @@
 # environment) -> graspclutter6dAPI 0.0.3's eval_scene (its own environment, see
 # setup_graspclutter6dapi_env.sh), run on a copy of the dataset.
 #
-# Usage (from the repository root): tools/analysis/golden/regenerate_gc6d.sh [GC6D_VENV] [WORK]
+# Usage (from the repository root): tools/analysis/golden/regenerate_gc6d.sh GC6D_VENV [WORK]
+#   GC6D_VENV  graspclutter6dAPI's environment (setup_graspclutter6dapi_env.sh)
+#   WORK       a scratch folder (default: a new temporary one)
 set -euo pipefail
-venv=${1:-/work/gc6d-venv}
+venv=${1:?usage: regenerate_gc6d.sh GC6D_VENV [WORK]}
 work=${2:-$(mktemp -d)}
 out=tests/data/gc6d_golden
 # train scene 1, test scenes 2 (one model twice) and 3, 2 annotations x 4 cameras, 4 boxes

@@ -3,12 +3,15 @@
 # environment) -> HGGD's convert_grasp.py, unmodified, in its own environment
 # (setup_hggd_labels_env.sh), driven by make_hggd_labels_golden.py.
 #
-# Usage (from the repository root): tools/analysis/golden/regenerate_hggd_labels.sh HGGD_SRC [VENV] [WORK]
+# Usage (from the repository root):
+#   tools/analysis/golden/regenerate_hggd_labels.sh HGGD_SRC HGGD_VENV [WORK]
 #   HGGD_SRC  a checkout of THU-VCLab/HGGD at 69580ff (convert_grasp.py, util.py,
 #             customgraspnetAPI/); nothing of it is copied into this repository
+#   HGGD_VENV the script's environment (setup_hggd_labels_env.sh)
+#   WORK      a scratch folder (default: a new temporary one)
 set -euo pipefail
-src=${1:?usage: regenerate_hggd_labels.sh HGGD_SRC [VENV] [WORK]}
-venv=${2:-/work/venvs/hggd}
+src=${1:?usage: regenerate_hggd_labels.sh HGGD_SRC HGGD_VENV [WORK]}
+venv=${2:?usage: regenerate_hggd_labels.sh HGGD_SRC HGGD_VENV [WORK]}
 work=${3:-$(mktemp -d)}
 out=tests/data/hggd_labels_golden
 # 18 boxes a scene: the script draws 40 000 model points and 40 000 depth points (it raises

@@ -3,9 +3,12 @@
 # command), its committed dumps copied, and Scale-Balanced-Grasp's size-split evaluation run with
 # graspnetAPI in its own environment (make_scale_golden.py).
 #
-# Usage (from the repository root): tools/analysis/golden/regenerate_scale.sh [GNAPI_VENV] [WORK]
+# Usage (from the repository root):
+#   tools/analysis/golden/regenerate_scale.sh GRASPNETAPI_VENV [WORK]
+#   GRASPNETAPI_VENV  graspnetAPI's environment (setup_graspnetapi_env.sh)
+#   WORK              a scratch folder (default: a new temporary one)
 set -euo pipefail
-venv=${1:-/work/gnapi-venv}
+venv=${1:?usage: regenerate_scale.sh GRASPNETAPI_VENV [WORK]}
 work=${2:-$(mktemp -d)}
 src=tests/data/eval_golden
 out=tests/data/eval_golden_scale

@@ -2,13 +2,13 @@
 # Build graspclutter6dAPI 0.0.3's evaluation environment (numpy 1.23.4, like graspnetAPI's).
 # Only tools/analysis/golden/make_gc6d_eval_golden.py runs in it (tests/data/gc6d_golden/).
 #
-# Usage: setup_graspclutter6dapi_env.sh [VENV] [BASE_VENV]
-#   VENV       where to create it (default /work/gc6d-venv)
+# Usage: setup_graspclutter6dapi_env.sh GC6D_VENV [BASE_VENV]
+#   GC6D_VENV  where to create it
 #   BASE_VENV  an existing graspnetAPI environment (setup_graspnetapi_env.sh) whose packages it
 #              reuses through a .pth file: graspclutter6dAPI needs the same pinned set
 #              (requirements-graspnetapi.txt, grasp_nms). Without it they are installed here.
 set -euo pipefail
-venv=${1:-/work/gc6d-venv}
+venv=${1:?usage: setup_graspclutter6dapi_env.sh GC6D_VENV [BASE_VENV]}
 base=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 python3.11 -m venv "$venv"

@@ -2,13 +2,13 @@
 # Build graspnetAPI's evaluation environment, separate from mmgrasp's (numpy 1.23.4 vs numpy 2).
 # Only tools/analysis/golden/make_eval_golden.py runs in it, to (re)produce tests/data/eval_golden/.
 #
-# Usage: setup_graspnetapi_env.sh GRASPNETAPI_SRC [VENV]
+# Usage: setup_graspnetapi_env.sh GRASPNETAPI_SRC GRASPNETAPI_VENV
 #   GRASPNETAPI_SRC  a checkout of graspnetAPI's repository (the goldens used head bd6783c)
-#   VENV             where to create the environment (default /work/gnapi-venv)
+#   GRASPNETAPI_VENV where to create the environment
 # Needs python3.11 and a C compiler (grasp_nms is built from its sdist).
 set -euo pipefail
-src=${1:?usage: setup_graspnetapi_env.sh GRASPNETAPI_SRC [VENV]}
-venv=${2:-/work/gnapi-venv}
+src=${1:?usage: setup_graspnetapi_env.sh GRASPNETAPI_SRC GRASPNETAPI_VENV}
+venv=${2:?usage: setup_graspnetapi_env.sh GRASPNETAPI_SRC GRASPNETAPI_VENV}
 here=$(cd "$(dirname "$0")" && pwd)
 [ -f "$src/graspnetAPI/graspnet_eval.py" ] || { echo "not a graspnetAPI checkout: $src" >&2; exit 2; }
 
