@@ -1,7 +1,6 @@
 """The dataset's workspace outside the Python API: demo/grasp_demo.py --data-root/--scene/--frame
 applies it itself (the grasps GraspInferencer gives with segmentation= and camera_to_table=),
 and tools/data/write_workspace_mask.py writes it as the PNG that --mask reads."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,20 +12,12 @@ import pytest
 from mmgrasp.apis import GraspInferencer
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.storage.frames.store import masked_pixels
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WRITE_MASK = os.path.join(REPO, 'tools', 'data', 'write_workspace_mask.py')
-
-
-def _load(path: str):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-demo = _load(os.path.join(REPO, 'demo', 'grasp_demo.py'))
-mask_tool = _load(WRITE_MASK)
+demo = script_module('demo/grasp_demo.py')
+mask_tool = script_module('tools/data/write_workspace_mask.py')
 
 
 def expected_mask(root: str, scene: int, frame: int, outlier: float = 0.02) -> np.ndarray:

@@ -1,20 +1,16 @@
 """Diagnostics pictures: outcomes_by_rank.png (the outcome breakdown per rank, from the same
 per-grasp outcomes as the CSVs) and each frame's grasps drawn on its RGB image by outcome."""
 import csv
-import importlib.util
 import os
 
 import cv2
 import numpy as np
 
+from _scripts import script_module
 from label_grasps import shifted_grasps
 from mmgrasp.evaluation.diagnostics import OUTCOME_COLOURS, diagnose_dump, rank_outcomes
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location(
-    'label_oracle_dump', os.path.join(REPO, 'tools', 'analysis', 'label_oracle_dump.py'))
-oracle = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(oracle)
+oracle = script_module('tools/analysis/label_oracle_dump.py')
 
 
 def test_rank_outcomes_counts_each_rank():

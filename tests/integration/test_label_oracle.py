@@ -3,20 +3,15 @@ cell posed as graspnetAPI's loadGrasp poses it (checked against the sanity tests
 posing, label_grasps.py), every one the evaluator looks at succeeds, and the same rows with the
 approach turned around score far lower (the check can fail)."""
 import csv
-import importlib.util
-import os
 
 import numpy as np
 
+from _scripts import script_module
 from label_grasps import label_grasps
 from mmgrasp.evaluation.diagnostics import diagnose_dump
 from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump, summarize
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-spec = importlib.util.spec_from_file_location(
-    'label_oracle_dump', os.path.join(REPO, 'tools', 'analysis', 'label_oracle_dump.py'))
-oracle = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(oracle)
+oracle = script_module('tools/analysis/label_oracle_dump.py')
 
 
 def test_oracle_rows_are_posed_label_cells(synthetic_root):

@@ -3,7 +3,6 @@ tools/data/generate_grasp_labels.py, scene collisions by generate_collision_labe
 synthetic writer's scene folders (standing in for a simulator's), the label store built, GSNet's
 demo recipe trained and tested on it with the labels' gripper (a small grid) set in the model,
 the label sampling and the evaluator."""
-import importlib.util
 import os
 import shutil
 
@@ -15,15 +14,12 @@ from mmgrasp.apis.config_check import check_grippers
 from mmgrasp.datasets.graspness import generate_graspness
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from _own_labels import REPO, train_and_test
+from _scripts import script_module
 
 
 def _tool(name):
     """A tools/data script's main(), run in this process (no interpreter start per step)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, 'tools', 'data',
-                                                                      f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return script_module(f'tools/data/{name}.py').main
 
 
 @pytest.mark.slow

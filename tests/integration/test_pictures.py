@@ -2,7 +2,6 @@
 the grippers drawn as thin score-coloured outlines where the grasps are (from the camera and from
 the side; intrinsics from a .npy or a GraspNet meta file) and the label points where the labels
 are."""
-import importlib.util
 import os
 
 import cv2
@@ -14,19 +13,10 @@ from mmgrasp.evaluation.grasp_drawing import (depth_colours, draw_scene, gripper
                                               legend_strip, project)
 from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
+from _scripts import script_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load(path: str):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-demo = _load(os.path.join(REPO, 'demo', 'grasp_demo.py'))
-browse = _load(os.path.join(REPO, 'tools', 'analysis', 'browse_dataset.py'))
+demo = script_module('demo/grasp_demo.py')
+browse = script_module('tools/analysis/browse_dataset.py')
 
 
 @pytest.fixture(scope='module')

@@ -7,7 +7,6 @@ weights and optimizer state. tools/train.py runs the same config from the comman
 refuses to resume it under another config), tools/dist_train.sh with two gloo processes.
 """
 import collections
-import importlib.util
 import os
 import shutil
 import socket
@@ -24,6 +23,7 @@ from mmgrasp.datasets import GraspNetDataset
 from mmgrasp.engine.hooks import config_hash
 from mmgrasp.registry import HOOKS
 
+from _scripts import script_module
 from _tiny_model import REPO, tiny_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,10 +223,7 @@ def train_tool(*args: str) -> subprocess.CompletedProcess:
 
 def test_train_tool_arguments(config_file, monkeypatch):
     monkeypatch.setenv('LOCAL_RANK', '0')
-    spec = importlib.util.spec_from_file_location('train_tool', os.path.join(REPO, 'tools',
-                                                                           'train.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = script_module('tools/train.py')
 
     def cfg_for(*argv: str, **in_file) -> Config:
         cfg = Config.fromfile(config_file)

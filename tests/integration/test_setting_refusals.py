@@ -2,7 +2,6 @@
 its labels were made for, a Scale-Balanced-Grasp width statistic with empty bins (naming the
 option that fixes it), and a malformed ``--gripper`` value of the label generator (naming the
 key)."""
-import importlib.util
 import os
 
 import pytest
@@ -11,16 +10,7 @@ from mmengine.config import Config, DictAction
 from mmgrasp.apis import apply_cli_options, register_all_modules
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
 from mmgrasp.geometry import build_gripper
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _main(path):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3],
-                                                  os.path.join(REPO, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+from _scripts import script_module
 
 
 def _write(root, grid):
@@ -42,7 +32,7 @@ def small_gripper_root(tmp_path_factory):
 
 def _train_refusal(config, root, work, *options):
     with pytest.raises(SystemExit) as err:
-        _main('tools/train.py')([
+        script_module('tools/train.py').main([
             config, '--work-dir', str(work), '--cfg-options',
             f'train_dataloader.dataset.data_root={root}', 'train_dataloader.num_workers=0',
             'train_dataloader.persistent_workers=False', *options])
@@ -82,8 +72,8 @@ def test_empty_width_bins_name_the_option_that_fixes_them(tmp_path):
                                         ('fingers=0.01', 'fingers')])
 def test_label_generator_names_the_malformed_gripper_key(tmp_path, capsys, value, key):
     out = tmp_path / 'out'
-    rc = _main('tools/data/generate_grasp_labels.py')([str(tmp_path), str(out), '--gripper',
-                                                      value])
+    rc = script_module('tools/data/generate_grasp_labels.py').main(
+        [str(tmp_path), str(out), '--gripper', value])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and '\n' not in err and key in err and value in err, err
     assert not out.exists()  # refused before anything was written

@@ -12,6 +12,7 @@ from mmengine.config import Config
 
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.apis import register_all_modules
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -110,12 +111,8 @@ def test_train_tool_load_from_is_strict_unless_the_config_says_partial(
 def test_test_tool_takes_the_launcher_of_the_train_tool(monkeypatch):
     """tools/test.py --launcher pytorch sets the config as tools/train.py does (on a CPU-only
     machine: DDP without device ids over gloo)."""
-    import importlib.util
     monkeypatch.setenv('LOCAL_RANK', '0')
-    spec = importlib.util.spec_from_file_location('test_tool', os.path.join(REPO, 'tools',
-                                                                          'test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = script_module('tools/test.py')
     args = tool.parse_args(['configs/gsnet_demo.py', 'x.pth', '--launcher', 'pytorch'])
     assert args.launcher == 'pytorch'
     from mmgrasp.apis import apply_launcher

@@ -1,7 +1,6 @@
 """docs/faq.md quotes the messages users see: each quoted error is produced here by the code
 that raises it (or, where producing it needs a missing library, found in that code), so a
 changed message fails this test instead of leaving the FAQ quoting an old one."""
-import importlib.util
 import os
 import re
 
@@ -11,6 +10,7 @@ import pytest
 from mmgrasp.apis.grasp_inferencer import check_intrinsics, read_depth
 from mmgrasp.datasets.layouts import detect_layout
 from mmgrasp.datasets.transforms.depth_image import implausible_depth
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -45,10 +45,7 @@ def test_the_faq_quotes_the_messages_the_code_prints(tmp_path, monkeypatch):
     prefix = str(matrix.value).split(' got ')[0]
     assert any(line.startswith(prefix + ' got ') for line in quoted), prefix
 
-    spec = importlib.util.spec_from_file_location(
-        'grasp_demo', os.path.join(REPO, 'demo', 'grasp_demo.py'))
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = script_module('demo/grasp_demo.py')
     open('K.mat', 'wb').close()
     with pytest.raises(SystemExit) as mat:
         demo.read_intrinsics('K.mat')

@@ -9,6 +9,7 @@ import pytest
 from mmgrasp.storage.derived_assets import current_version
 from mmgrasp.storage.labels.store import store_path_for
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(REPO, 'tools', 'data', 'build_label_store.py')
@@ -93,13 +94,8 @@ def test_build_label_store_not_a_dataset_is_a_message(tmp_path):
 
 
 def test_test_tool_settings_name_the_filters():
-    import importlib.util
-
     from mmengine.config import Config
-    spec = importlib.util.spec_from_file_location('test_tool', os.path.join(REPO, 'tools',
-                                                                            'test.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = script_module('tools/test.py')
     bl = tool.test_settings(Config.fromfile(os.path.join(REPO, 'configs',
                                                          'graspnet_baseline_demo.py')))
     assert bl['objectness filter'] == 'on' and bl['camera'] == 'realsense'

@@ -2,7 +2,6 @@
 matrix or a workspace mask is refused with one line naming the file, what is wrong and the fix
 (each case built here as graspnet-baseline's example frame would be mistaken); the config is
 checked as tools/train.py checks it, in the demo and in GraspInferencer."""
-import importlib.util
 import os
 
 import cv2
@@ -12,20 +11,10 @@ import scipy.io
 from mmengine.config import Config
 
 from mmgrasp.apis import GraspInferencer
+from _scripts import script_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 K = np.array([[300.0, 0, 40], [0, 300, 30], [0, 0, 1]])
-
-
-def _demo():
-    spec = importlib.util.spec_from_file_location(
-        'grasp_demo', os.path.join(REPO, 'demo', 'grasp_demo.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-demo = _demo()
+demo = script_module('demo/grasp_demo.py')
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from mmgrasp.apis import GraspInferencer
 from mmgrasp.storage.frames.store import masked_pixels
 from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.evaluation.functional import grasp_nms
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -182,11 +183,7 @@ def test_grasp_demo_reproduces_the_dump_of_a_dataset_frame(setup, synthetic_root
     """demo/grasp_demo.py --scene/--frame draws the frame's points as the test dataset does
     (its frame id) and so writes exactly tools/test.py's grasps for it, after the NMS; output
     folders that do not exist yet are created."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('grasp_demo', os.path.join(REPO, 'demo',
-                                                                             'grasp_demo.py'))
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = script_module('demo/grasp_demo.py')
     config, checkpoint, dump = setup
     saved = str(tmp_path / 'new' / 'folder' / 'grasps.npy')
     threads = torch.get_num_threads()

@@ -2,7 +2,6 @@
 dataset frame's id and the intrinsics the test pipeline uses, exactly what tools/test.py dumps
 for the frame; the demo draws its picture and saves the same grasps; the colour image is
 required and checked, a workspace is refused (HGGD sees the whole image)."""
-import importlib.util
 import os
 import re
 import shlex
@@ -20,12 +19,10 @@ from mmgrasp.datasets.graspnet_reader import GraspNetReader
 from mmgrasp.datasets.transforms.hggd import REFERENCE_INTRINSICS
 from mmgrasp.registry import TRANSFORMS
 
+from _scripts import script_module
 from _test_tool_dump import ENV, REPO, initial_weights_dump
 
-_spec = importlib.util.spec_from_file_location('grasp_demo',
-                                               os.path.join(REPO, 'demo', 'grasp_demo.py'))
-demo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(demo)
+demo = script_module('demo/grasp_demo.py')
 
 pytestmark = pytest.mark.skipif(
     'LoadRGBDImage' not in TRANSFORMS.module_dict,

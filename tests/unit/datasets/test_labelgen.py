@@ -1,7 +1,6 @@
 """Grasp labels from meshes (mmgrasp.datasets.labelgen): meshes and their signed distances,
 the label grids against the evaluator's own judgement and against the synthetic writer's exact
 labels, the mutants those checks catch, a second gripper, and the scene files."""
-import importlib.util
 import os
 
 import numpy as np
@@ -22,14 +21,9 @@ from mmgrasp.datasets.synthetic.scene import make_model, model_mesh
 from mmgrasp.evaluation.functional.frame_eval import grasp_friction
 from mmgrasp.geometry import (GRASPNET_GRIPPER, build_gripper, force_closure, gripper_collision,
                               read_dexnet_sdf)
+from _scripts import script_module
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-spec = importlib.util.spec_from_file_location(
-    'compare_generated_labels',
-    os.path.join(REPO, 'tools', 'analysis', 'compare_generated_labels.py'))
-compare_tool = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare_tool)
+compare_tool = script_module('tools/analysis/compare_generated_labels.py')
 
 GRIPPER = build_gripper(dict(num_views=30))
 NARROW = build_gripper(dict(num_views=30, max_width=0.08, finger_width=0.015))

@@ -11,6 +11,7 @@ from mmgrasp.datasets.labelgen import model_points, object_grasp_labels
 from mmgrasp.datasets.labelgen import batched
 from mmgrasp.datasets.labelgen.object_labels import exit_distance, field_lipschitz
 from mmgrasp.geometry import SignedDistanceField, build_gripper, read_dexnet_sdf
+from _scripts import script_module
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), 'data',
                       'labelgen_golden', 'models')
@@ -112,13 +113,9 @@ def test_exit_on_a_whole_slab_is_unchanged_by_the_check(path):
 def test_label_backend_reaches_the_label_grids(tmp_path, monkeypatch):
     """generate_grasp_labels' --label-backend and --device, through label_mesh_file and
     generate_object, reach object_grasp_labels (and the stamp that marks an object done)."""
-    import importlib.util
     from mmgrasp.datasets.labelgen import objects
     from mmgrasp.datasets.synthetic.boxes import SDF_RESOLUTION
-    spec = importlib.util.spec_from_file_location('generate_grasp_labels', os.path.join(
-        os.path.dirname(GOLDEN), '..', '..', '..', 'tools', 'data', 'generate_grasp_labels.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = script_module('tools/data/generate_grasp_labels.py')
     args = tool.parse_args(['m', 'o', '--label-backend', 'numpy', '--device', 'cpu'])
     assert (args.label_backend, args.device) == ('numpy', 'cpu')
     assert tool.parse_args(['m', 'o']).label_backend == 'torch'

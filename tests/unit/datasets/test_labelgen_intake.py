@@ -1,17 +1,12 @@
 """Mesh intake: open, flat, millimetre, inside-out and inconsistently wound meshes refused with
 one line each naming the file; a run whose every mesh is refused writes nothing."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 trimesh = pytest.importorskip('trimesh')
 
 from mmgrasp.datasets.labelgen.intake import check_mesh, intake_meshes  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+from _scripts import script_module  # noqa: E402
 
 
 def _box(path, extents=(0.05, 0.04, 0.03), drop=0, flip=False, flip_one=False):
@@ -61,14 +56,6 @@ def test_bad_meshes_refused_with_one_line(tmp_path, kind, needle):
         assert ': 50 m across (scale 1)' in line  # its size: the largest extent
 
 
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, 'tools', 'data',
-                                                                      f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
-
-
 def test_a_run_of_refused_meshes_writes_nothing(tmp_path, capsys):
     src = tmp_path / 'meshes'
     src.mkdir()
@@ -77,7 +64,8 @@ def test_a_run_of_refused_meshes_writes_nothing(tmp_path, capsys):
                     [[0, 1, 2], [0, 2, 3]], process=False).export(str(src / '001_flat.ply'))
     _box(src / '002_mm.stl', (50, 40, 30))
     out = tmp_path / 'out'
-    assert _tool('generate_grasp_labels')([str(src), str(out), '--sdf-backend', 'numpy']) == 2
+    generate = script_module('tools/data/generate_grasp_labels.py').main
+    assert generate([str(src), str(out), '--sdf-backend', 'numpy']) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and 'nothing written' in err[-1]
     for line, name in zip(err, ('000_open.obj', '001_flat.ply', '002_mm.stl')):

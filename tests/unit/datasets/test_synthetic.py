@@ -1,5 +1,4 @@
 """Tests of the synthetic GraspNet-layout writer (mmgrasp.datasets.synthetic)."""
-import importlib.util
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ import scipy.io
 from mmgrasp.datasets.synthetic import (MU_VALUES, RS_WRT_KN, TOLERANCE_RADII, box_sdf_grid,
                                         box_signed_distance, camera_intrinsics,
                                         model_half_extents, write_synthetic_dataset)
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GRID = (6, 3, 2)  # V*A*D = 36 is not a multiple of 8 (bool packing edge case for readers)
@@ -581,8 +581,6 @@ def test_cli(tmp_path):
     g = np.load(os.path.join(out, 'grasp_label', '003_labels.npz'))
     assert g['scores'].shape[1:] == (5, 3, 3)
     # an existing output is refused: the script's main() in this process (what it runs)
-    tool = importlib.util.spec_from_file_location('make_synthetic', cmd[1])
-    make_synthetic = importlib.util.module_from_spec(tool)
-    tool.loader.exec_module(make_synthetic)
+    make_synthetic = script_module('tools/data/make_synthetic.py')
     with pytest.raises(SystemExit, match=f'make_synthetic: error: .*{re.escape(out)}'):
         make_synthetic.main(cmd[2:])

@@ -11,6 +11,7 @@ import pytest
 
 from mmgrasp.datasets.graspclutter6d_reader import CAMERA_INDEX, DEPTH_SCALE
 from mmgrasp.datasets.synthetic.gc6d import write_graspclutter6d_dataset
+from _scripts import script_module
 
 
 def _json(root, *parts):
@@ -84,7 +85,6 @@ def test_bad_arguments(tmp_path, bad):
 
 @pytest.mark.slow
 def test_make_synthetic_layout_flag(tmp_path):
-    import importlib.util
     import subprocess
     import sys
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -100,9 +100,7 @@ def test_make_synthetic_layout_flag(tmp_path):
     ids = [i['obj_id'] for i in _json(out, 'scenes', '000001', 'scene_gt.json')['1']]
     assert len(set(ids)) == len(ids)  # --duplicates 0: no model twice
     # a refused option: the script's main() in this process (what it runs)
-    spec = importlib.util.spec_from_file_location('make_synthetic', tool)
-    make_synthetic = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_synthetic)
+    make_synthetic = script_module('tools/data/make_synthetic.py')
     with pytest.raises(SystemExit, match='make_synthetic: error: .*drop --cameras'):
         make_synthetic.main([str(tmp_path / 'x'), '--layout', 'graspclutter6d', '--cameras',
                              'kinect', *small])

@@ -1,10 +1,8 @@
 """A tiny dataset in the layout the GraspNet evaluator reads: spheres on a table.
 
 Objects are spheres (radius 0.03 m) with dense surface points and an SDF that is curved along
-lines (as dexnet's contact search needs); frames share one camera looking straight down. Also
-the evaluation tools of tools/analysis/ as modules, for the tests that call them.
+lines (as dexnet's contact search needs); frames share one camera looking straight down.
 """
-import importlib.util
 import os
 
 import numpy as np
@@ -12,18 +10,8 @@ from plyfile import PlyData, PlyElement
 
 from mmgrasp.geometry import write_dexnet_sdf
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RADIUS = 0.03
 CENTRES = [np.array([0.0, 0.0, 0.5]), np.array([0.12, 0.0, 0.5])]  # camera frame
-
-
-def analysis_tool(name: str):
-    """tools/analysis/<name>.py imported as a module (the tools are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        name, os.path.join(REPO, 'tools', 'analysis', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _sphere_points(n=2000, seed=0):

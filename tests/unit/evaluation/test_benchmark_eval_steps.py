@@ -3,7 +3,8 @@ evaluation calls it, a nested step counts once, and the evaluator is left as it 
 import os
 import time
 
-from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
+from _scripts import script_module
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 import mmgrasp.evaluation.functional.frame_eval as frame_eval
 from mmgrasp.geometry import PosedTable
@@ -19,7 +20,7 @@ def _inputs(tmp_path):
 
 
 def test_steps_times_every_step_once_and_restores_the_evaluator(tmp_path):
-    tool = analysis_tool('benchmark_eval')
+    tool = script_module('tools/analysis/benchmark_eval.py')
     root, dump = _inputs(tmp_path)
     before = {attr: getattr(frame_eval, attr) for attr in tool.STEPS.values()}
     inside = PosedTable.inside
@@ -32,7 +33,7 @@ def test_steps_times_every_step_once_and_restores_the_evaluator(tmp_path):
 
 
 def test_steps_option_adds_the_table(tmp_path, capsys):
-    tool = analysis_tool('benchmark_eval')
+    tool = script_module('tools/analysis/benchmark_eval.py')
     root, dump = _inputs(tmp_path)
     common = ['--root', root, '--dump', f'd={dump}', '--scenes', '100', '--frames', '2',
               '--nproc', '1', '--repeat', '1']
@@ -49,7 +50,7 @@ def test_a_nested_step_counts_in_the_outer_one(tmp_path, monkeypatch):
     """transform_points poses the models (2 objects x 2 frames) and also runs inside
     grasps_friction: with every call made to cost 20 ms of CPU, the models' step holds the 4
     outer calls only."""
-    tool = analysis_tool('benchmark_eval')
+    tool = script_module('tools/analysis/benchmark_eval.py')
     root, dump = _inputs(tmp_path)
     calls, real = [], frame_eval.transform_points
 

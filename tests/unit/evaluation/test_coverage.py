@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mmgrasp.evaluation.metrics import GraspNetMetric
-from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
+from _scripts import script_module
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 LABEL = 'sampled: 2 of 7680 frames, not comparable with published AP'
 
@@ -28,8 +29,9 @@ def one_seen_scene(tmp_path):
 def test_eval_dump_split_with_missing_scenes_is_labelled(one_seen_scene, capsys):
     root, dump, _ = one_seen_scene
     out = os.path.join(dump, 'ap.json')
-    figures = analysis_tool('eval_dump').main([root, dump, '--camera', 'realsense', '--split', 'seen',
-                                '--json', out, '--no-progress'])
+    eval_dump = script_module('tools/analysis/eval_dump.py')
+    figures = eval_dump.main([root, dump, '--camera', 'realsense', '--split', 'seen',
+                              '--json', out, '--no-progress'])
     assert figures['seen/frames'] == 2
     captured = capsys.readouterr()
     assert f'**{LABEL}** (seen: 1 of 30 scenes (100), frames 0-1)' in captured.out
@@ -40,13 +42,13 @@ def test_eval_dump_split_with_missing_scenes_is_labelled(one_seen_scene, capsys)
     assert not cov['complete'] and cov['splits']['seen']['scenes'] == [100]
     assert cov['frame_ids'] == {'100': [0, 1]}
     with pytest.raises(SystemExit, match='require_complete'):
-        analysis_tool('eval_dump').main([root, dump, '--camera', 'realsense', '--split', 'seen',
-                          '--require-complete', '--no-progress'])
+        eval_dump.main([root, dump, '--camera', 'realsense', '--split', 'seen',
+                        '--require-complete', '--no-progress'])
 
 
 def test_eval_dump_frame_stride_and_list(one_seen_scene, capsys):
     root, dump, _ = one_seen_scene
-    tool = analysis_tool('eval_dump')
+    tool = script_module('tools/analysis/eval_dump.py')
     every = tool.main([root, dump, '--camera', 'realsense', '--scenes', '100', '--no-progress'])
     first = tool.main([root, dump, '--camera', 'realsense', '--scenes', '100',
                        '--frame-stride', '2', '--no-progress'])

@@ -10,7 +10,8 @@ import pytest
 from mmgrasp.evaluation.diagnostics import diagnose_dump
 from mmgrasp.evaluation.functional import EVAL_FRICTION_COEFFICIENTS
 from mmgrasp.evaluation.graspnet_dump_eval import evaluate_dump
-from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
+from _scripts import script_module
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 
 def _read(path):
@@ -77,8 +78,9 @@ def test_diagnose_counts_add_up(tmp_path, capsys):
             top_down_grasp(0.4, centres[0] + np.array([0.2, 0, 0]))]  # beside it: nothing
     write_dump(dump, 100, 0, rows)
     write_dump(dump, 100, 1, rows[1:3])
-    figures = analysis_tool('eval_dump').main([root, dump, '--camera', 'realsense', '--scenes', '100',
-                                '--diagnose', out, '--no-progress'])
+    figures = script_module('tools/analysis/eval_dump.py').main(
+        [root, dump, '--camera', 'realsense', '--scenes', '100', '--diagnose', out,
+         '--no-progress'])
     assert 'diagnostics: ' + out in capsys.readouterr().out
     assert check_diagnostics(root, dump, out, [100]) >= 5
     kinds = [r['outcome'] for r in _read(os.path.join(out, 'scene_0100', '0000.csv'))]

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from eval_data import analysis_tool, top_down_grasp, write_dump, write_eval_dataset
+from _scripts import script_module
+from eval_data import top_down_grasp, write_dump, write_eval_dataset
 
 
 def test_eval_dump_prints_table_and_json(tmp_path, capsys):
@@ -13,7 +14,7 @@ def test_eval_dump_prints_table_and_json(tmp_path, capsys):
     write_dump(dump, 100, 0, [top_down_grasp(0.9, centres[0])])
     write_dump(dump, 100, 1, [])
     out = str(tmp_path / 'ap.json')
-    tool = analysis_tool('eval_dump')
+    tool = script_module('tools/analysis/eval_dump.py')
     figures = tool.main([root, dump, '--camera', 'realsense', '--scenes', '100', '--json', out,
                          '--no-progress'])
     # frame 0: one good grasp -> precision@k = 1/k for k = 1..50 at every coefficient

@@ -8,7 +8,6 @@ in its own environment (``tools/analysis/golden/regenerate_gc6d.sh``, numpy 1.23
 rebuilds the dataset with the recorded command and compares mmgrasp's evaluation exactly, with
 the API's rule for the 11 annotations without a dump (``missing_dumps='zero'``).
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 from mmgrasp.evaluation import graspclutter6d_dump_eval as gc6d
+from _scripts import script_module
 
 pytestmark = pytest.mark.slow  # rebuilds the golden dataset
 
@@ -41,10 +41,7 @@ def dataset_root(tmp_path_factory):
 
 
 def test_dataset_matches_the_golden_one(dataset_root):
-    path = os.path.join(REPO, 'tools', 'analysis', 'golden', 'make_gc6d_golden_dumps.py')
-    spec = importlib.util.spec_from_file_location('make_gc6d_golden_dumps', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script_module('tools/analysis/golden/make_gc6d_golden_dumps.py')
     assert module.evaluation_inputs_digest(dataset_root, [2, 3]) == \
         _golden()['meta']['evaluation_inputs_sha1'], \
         'the synthetic writer changed the evaluation inputs: rerun regenerate_gc6d.sh'

@@ -12,7 +12,6 @@ grasps graspnetAPI kept, their friction scores and collision masks, equal.
 
 The metric is imported unconditionally: a module that cannot import it fails, it is not skipped.
 """
-import importlib.util
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from mmgrasp.evaluation import scene_models
 from mmgrasp.evaluation.functional import evaluate_frame
 from mmgrasp.evaluation.graspnet_dump_eval import SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
+from _scripts import script_module
 
 pytestmark = pytest.mark.slow  # rebuilds the golden datasets (make_synthetic.py)
 
@@ -52,10 +52,7 @@ def dataset_root(golden_dataset):
 
 
 def _fingerprints(root, golden_set):
-    path = os.path.join(REPO, 'tools', 'analysis', 'golden', 'make_golden_dumps.py')
-    spec = importlib.util.spec_from_file_location('make_golden_dumps', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script_module('tools/analysis/golden/make_golden_dumps.py')
     golden = _golden(golden_set)
     return module.evaluation_inputs_digest(root, golden['camera'], golden['scene_ids'])
 

@@ -13,6 +13,7 @@ import pytest
 from mmgrasp.evaluation.functional import evaluate_frame
 from mmgrasp.evaluation.graspnet_dump_eval import SIZE_PROTOCOLS, SceneInputs
 from mmgrasp.evaluation.metrics.graspnet_metric import GraspNetMetric
+from _scripts import script_module
 
 pytestmark = pytest.mark.slow  # rebuilds the golden dataset
 
@@ -38,12 +39,7 @@ def inputs(dataset_root):
 
 
 def test_dataset_matches_the_golden_one(dataset_root):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        'make_golden_dumps', os.path.join(REPO, 'tools', 'analysis', 'golden',
-                                          'make_golden_dumps.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script_module('tools/analysis/golden/make_golden_dumps.py')
     assert module.evaluation_inputs_digest(dataset_root, META['camera'], META['scene_ids']) == \
         DATASET['evaluation_inputs_sha1'], \
         'the synthetic writer changed: rerun tools/analysis/golden/regenerate_scale.sh'

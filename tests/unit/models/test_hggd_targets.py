@@ -2,7 +2,6 @@
 code (tests/data/hggd_targets_golden, made by tools/analysis/golden/make_hggd_targets_golden.py)
 and against the rules written out in numpy (_hggd_rules.py), with mutants that must fail."""
 import hashlib
-import importlib.util
 import os
 import types
 
@@ -12,6 +11,7 @@ import torch
 from PIL import Image
 
 from _hggd_rules import maintain_events, rules_rectangles, rules_targets
+from _scripts import script_module
 from mmgrasp.datasets.transforms import hggd as worker
 from mmgrasp.models.data_preprocessors import HGGDDataPreprocessor
 from mmgrasp.models.utils import hggd_targets as targets
@@ -26,18 +26,10 @@ NAMES = ('loc_map', 'cls_mask', 'theta_offset', 'depth_offset', 'width_offset')
 SIZE = (640, 360)
 
 
-def _generator():
-    path = os.path.join(REPO, 'tools', 'analysis', 'golden', 'make_hggd_targets_golden.py')
-    spec = importlib.util.spec_from_file_location('make_hggd_targets_golden', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope='module')
 def golden():
     data = np.load(GOLDEN)
-    case_depth = _generator().case_depth
+    case_depth = script_module('tools/analysis/golden/make_hggd_targets_golden.py').case_depth
     cases = {}
     for name in CASES:
         rows = {k: data[f'{name}/{k}'] for k in worker.GRASP_FIELDS}

@@ -3,7 +3,6 @@ CPU wheel has no backward): each layer kind with asymmetric kernels, the whole S
 a synthetic frame, GSNet's backbone with converted reference-layout weights; the option's
 reach and refusals. The training (backward) tests are CUDA tests:
 test_sparse_unet_spconv_cuda.py."""
-import importlib.util
 import json
 import os
 import sys
@@ -13,6 +12,7 @@ import torch
 from mmengine.config import Config
 from torch.overrides import TorchFunctionMode
 
+from _scripts import script_module
 from _sparse_inputs import SMALL_UNET, table_and_hemisphere
 from mmgrasp.models.backbones.sparse_unet import SparseUNet14
 from mmgrasp.ops import (SparseConv3d, SparseConvTranspose3d, SparseTensor,
@@ -181,14 +181,6 @@ def test_unet_matches_torch_on_a_frame(make_dataset):
         assert expected.std() > 0.1
 
 
-def _converter():
-    path = os.path.join(REPO, 'tools', 'model_converters', 'reference_to_mmgrasp.py')
-    spec = importlib.util.spec_from_file_location('reference_to_mmgrasp', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @needs_spconv
 def test_converted_reference_weights_run_on_both_backends(make_dataset):
     """GSNet's shipped model (configs/gsnet_deferred.py) with reference-layout (MinkUNet14D)
@@ -206,13 +198,13 @@ def test_converted_reference_weights_run_on_both_backends(make_dataset):
         else:
             reference[key] = torch.randn(shape, generator=gen) * 0.1
     config = Config.fromfile(os.path.join(REPO, 'configs', 'gsnet_deferred.py'))
+    convert = script_module('tools/model_converters/reference_to_mmgrasp.py').convert_state_dict
     models = {}
     for backend in ('torch', 'spconv'):
         config.model.backbone.backend = backend
         model = build_in_scope(MODELS, config.model).eval()
         target = {k: v.shape for k, v in model.state_dict().items()}
-        model.load_state_dict(_converter().convert_state_dict('gsnet', reference, target),
-                              strict=True)
+        model.load_state_dict(convert('gsnet', reference, target), strict=True)
         models[backend] = model
     assert models['spconv'].backbone.stem[0].backend == 'spconv'
     dataset = make_dataset('deferred', num_points=3000, augment=False)

@@ -1,7 +1,6 @@
 """The frame store: samples bit-identical to the PNG/MAT path, the vectorised mask equal to the
 reference one, layout, staleness, errors and the CLI."""
 import glob
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -21,8 +20,7 @@ from mmgrasp.storage.frames.store import (PARALLEL_FRAMES, FrameStoreError, alig
 from mmgrasp.datasets.graspnet_reader import DatasetFileError, GraspNetReader
 from mmgrasp.datasets.transforms.loading import LoadGraspScene, depth_to_cloud, workspace_mask
 from mmgrasp.utils.random import sample_rng
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from _scripts import script_module
 
 
 @pytest.fixture
@@ -157,10 +155,7 @@ def test_graspness_missing_or_misaligned(dataset_copy, tmp_path):
 
 
 def test_cli_builds_and_reports(synthetic_root, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location(
-        'build_frame_store', os.path.join(REPO, 'tools', 'data', 'build_frame_store.py'))
-    cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cli)
+    cli = script_module('tools/data/build_frame_store.py')
     cli.main([synthetic_root, '--camera', 'realsense', '--cache', str(tmp_path)])
     out = capsys.readouterr().out
     assert 'frames: 6' in out and 'with graspness: 6' in out and 'x the sources' in out

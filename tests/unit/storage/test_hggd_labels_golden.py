@@ -3,7 +3,6 @@ see its README), bit for bit, given the random draws the script made; the visibi
 equals the script's mask; the independent numpy implementation equals the golden too, and the
 mutation of the NMS angle (which the session frames cannot show) is caught; the asset's seed
 decides its draws."""
-import importlib.util
 import json
 import os
 
@@ -17,18 +16,11 @@ from mmgrasp.storage.labels.store import open_label_store
 from mmgrasp.utils.random import frame_rng
 
 from _hggd_helpers import FIELDS, mismatches, raw_frame, reference_arrays, reference_grasps
+from _scripts import script_module
 
 REPO = os.path.join(os.path.dirname(__file__), '..', '..', '..')
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'hggd_labels_golden')
 pytestmark = pytest.mark.slow
-
-
-def _tool(path: str):
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3],
-                                                  os.path.join(REPO, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def record() -> dict:
@@ -60,9 +52,10 @@ def draws(entry: dict) -> dict:
 @pytest.fixture(scope='module')
 def golden_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('hggd_labels_golden') / 'graspnet')
-    _tool('tools/data/make_synthetic.py').main([root, *record()['make_synthetic'], '--quiet'])
+    script_module('tools/data/make_synthetic.py').main([root, *record()['make_synthetic'],
+                                                        '--quiet'])
     rec = record()
-    digest = _tool('tools/analysis/golden/make_hggd_labels_golden.py').input_digest(
+    digest = script_module('tools/analysis/golden/make_hggd_labels_golden.py').input_digest(
         root, rec['camera'], rec['scenes'], rec['frames'])
     if digest != rec['input_sha1']:
         pytest.fail(f'the synthetic writer no longer writes the golden\'s inputs (SHA-1 {digest}, '

@@ -1,7 +1,6 @@
 """tools/analysis/analyze_logs.py in mmdet's command shape: plot_curve draws the chosen scalars
 of vis_data/scalars.json logs to a PNG, cal_train_time reads the per-iteration times; a key no
 record holds is named with the keys the log has."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -9,6 +8,8 @@ import sys
 
 import cv2
 import numpy as np
+
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -19,13 +20,6 @@ def run(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')]))
     return subprocess.run([sys.executable, TOOL, *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('analyze_logs', TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_log(path, losses, times):
@@ -87,7 +81,7 @@ def test_several_logs_are_named_by_their_config(tmp_path):
         (tmp_path / work / f'{config}.py').write_text('')
         logs.append(write_log(tmp_path / work / stamp / 'vis_data' / 'scalars.json', [9.0, 7.0],
                               [1.0, 1.0]))
-    tool = load_tool()
+    tool = script_module('tools/analysis/analyze_logs.py')
     assert tool.legend_names(logs[:1], ['loss']) == ['loss']
     assert tool.legend_names(logs[:2], ['loss', 'loss_view']) == [
         'gsnet_demo loss', 'gsnet_demo loss_view', 'economicgrasp_demo loss',

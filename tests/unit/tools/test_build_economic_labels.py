@@ -1,16 +1,12 @@
 """tools/data/build_economic_labels.py: builds, reports, and each option reaches the asset."""
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
-spec = importlib.util.spec_from_file_location(
-    'build_economic_labels', os.path.join(REPO, 'tools', 'data', 'build_economic_labels.py'))
-tool = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tool)
+from _scripts import script_module
+
+tool = script_module('tools/data/build_economic_labels.py')
 
 
 def run(capsys, *args):

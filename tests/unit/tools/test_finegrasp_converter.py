@@ -12,7 +12,6 @@ output coordinate u (``coordinate_map_cpu.hpp`` ``kernel_map``); a strided conv'
 kernel map of the fine -> coarse conv with the fine tensor stride, in and out swapped
 (``coordinate_map_manager.cpp``); a stride-1 1³ kernel is a (C_in, C_out) matrix product.
 """
-import importlib.util
 import json
 import os
 import pickle
@@ -26,16 +25,13 @@ from mmgrasp.models.backbones import FineGraspUNet
 from mmgrasp.apis import register_all_modules
 from mmgrasp.ops import SparseConv3d, SparseConvTranspose3d, kernel_offsets, voxelize
 from mmgrasp.registry import MODELS
+from _scripts import script_module
 from test_model_converters import _gsnet_key
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TABLE = os.path.join(REPO, 'tests', 'data', 'reference_state_dicts', 'finegrasp.json')
 MODEL_CONFIG = os.path.join(REPO, 'configs', '_base_', 'models', 'finegrasp.py')
-spec = importlib.util.spec_from_file_location(
-    'finegrasp_converter', os.path.join(REPO, 'tools', 'model_converters',
-                                        'reference_to_mmgrasp.py'))
-converter = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(converter)
+converter = script_module('tools/model_converters/reference_to_mmgrasp.py')
 register_all_modules(False)
 
 

@@ -3,7 +3,6 @@ THU-VCLab/HGGD's train_utils.py saves ({anchor, local, gamma, beta, optimizer}; 
 tests/data/reference_state_dicts/hggd.json listed from the instantiated reference models),
 written here with random values, converts strictly and predicts as the weights it came from;
 anything else is refused, naming what is wrong, without unpickling."""
-import importlib.util
 import json
 import os
 import sys
@@ -13,13 +12,11 @@ import torch
 
 from mmgrasp.apis import register_all_modules
 from mmgrasp.registry import MODELS
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TABLE = os.path.join(REPO, 'tests', 'data', 'reference_state_dicts', 'hggd.json')
-spec = importlib.util.spec_from_file_location(
-    'hggd_converter', os.path.join(REPO, 'tools', 'model_converters', 'reference_to_mmgrasp.py'))
-converter = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(converter)
+converter = script_module('tools/model_converters/reference_to_mmgrasp.py')
 register_all_modules(False)
 sys.path.insert(0, os.path.join(REPO, 'tests', 'unit', 'models'))
 from _hggd_inputs import make_batch, small_hggd  # noqa: E402

@@ -4,7 +4,6 @@ only; the scenes step of a shard refuses to start before every object has labels
 mesh gets one line and no file; the labels' own grasps hold in a generated scene under the
 evaluator; the guide's pictures drawn from the result."""
 import csv
-import importlib.util
 import json
 import os
 
@@ -16,20 +15,16 @@ trimesh = pytest.importorskip('trimesh')
 pytest.importorskip('pybullet')
 
 from mmgrasp.evaluation.cli import main as eval_main  # noqa: E402
+from _scripts import script_module  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
 SMALL = ['--scenes', '1', '--test-scenes', '1', '--objects', '3', '--views', '2',
          '--cameras', 'realsense', '--image-size', '64', '48', '--voxel-size', '0.03',
          '--sdf-resolution', '0.004', '--sdf-backend', 'numpy',
          '--gripper', 'num_views=6', 'num_angles=3', 'num_depths=2']
 
 
-def _main(path=('data', 'make_dataset.py')):
-    spec = importlib.util.spec_from_file_location(path[-1][:-3], os.path.join(REPO, 'tools', *path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+def _main(path='tools/data/make_dataset.py'):
+    return script_module(path).main
 
 
 def _files(root):
@@ -79,7 +74,7 @@ def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, 
     # the labels' own grasps, posed in a generated test scene, as the evaluator judges them
     # (graspnetAPI's rules): every one it scores holds and none collides with the scene
     dump = tmp_path / 'oracle'
-    assert _main(('analysis', 'label_oracle_dump.py'))(
+    assert _main('tools/analysis/label_oracle_dump.py')(
         [one, '--scenes', '100', '--dump', str(dump), '--mu-max', '1.0']) == 0
     diagnose = tmp_path / 'diagnose'
     eval_main([one, str(dump), '--camera', 'realsense', '--scenes', '100', '--diagnose',
@@ -89,7 +84,7 @@ def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, 
     assert len(rows) == 2 and all(int(r['evaluated']) > 0 for r in rows)
     assert all(r['force_closure'] == r['evaluated'] and r['collided'] == '0' for r in rows)
     pictures = tmp_path / 'pictures'  # the guide's pictures of a generated dataset
-    assert _main(('analysis', 'draw_generated_dataset.py'))(
+    assert _main('tools/analysis/draw_generated_dataset.py')(
         [one, '--scene', '100', '--frame', '1', '--object', '2', '--out-dir',
          str(pictures)]) == 0
     assert cv2.imread(str(pictures / 'own_objects_scene.png')).shape == (48, 3 * 64, 3)

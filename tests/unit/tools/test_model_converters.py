@@ -5,7 +5,6 @@ own ``state_dict()``. The round trip writes mmgrasp weights into the reference l
 inverse written here, independently of the converter (the kernel offsets are matched one by one
 from MinkowskiEngine's numbering), converts them back and compares the model outputs.
 """
-import importlib.util
 import json
 import os
 import re
@@ -20,6 +19,7 @@ from mmengine.runner import load_checkpoint
 from mmgrasp.ops.sparse_conv import kernel_offsets
 from mmgrasp.registry import MODELS, build_in_scope
 from mmgrasp.apis import register_all_modules
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOL = os.path.join(REPO, 'tools', 'model_converters', 'reference_to_mmgrasp.py')
@@ -28,9 +28,7 @@ METHODS = ('graspnet_baseline', 'gsnet', 'scale_balanced')
 COUNTS = {'graspnet_baseline': (1025964, 162), 'gsnet': (15353775, 216),
           'scale_balanced': (1577196, 190)}
 
-spec = importlib.util.spec_from_file_location('reference_to_mmgrasp', TOOL)
-converter = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(converter)
+converter = script_module('tools/model_converters/reference_to_mmgrasp.py')
 register_all_modules(False)
 
 # Small models of each method for the round trip (same module structure, fewer channels;

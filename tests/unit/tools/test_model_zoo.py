@@ -4,19 +4,17 @@ published figures are the ones the method pages quote.
 The page is compared with a table regenerated in memory; a mutated copy of the metafiles shows
 that a changed figure, a dropped result or a dropped published row changes the table."""
 import copy
-import importlib.util
 import os
 import shutil
 
 import pytest
 import yaml
 
+from _scripts import script_module
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-spec = importlib.util.spec_from_file_location(
-    'model_zoo', os.path.join(REPO, 'tools', 'misc', 'model_zoo.py'))
-model_zoo = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(model_zoo)
+model_zoo = script_module('tools/misc/model_zoo.py')
 
 
 def read(path: str) -> str:

@@ -1,9 +1,10 @@
 """tools/test.py refuses a --dump folder that already holds files (an earlier run's dumps would
 be overwritten silently) unless --overwrite; an empty or new folder is used as given."""
-import importlib.util
 import os
 
 import pytest
+
+from _scripts import script_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))))
@@ -15,10 +16,7 @@ class _Reached(Exception):
 
 @pytest.fixture
 def tool(monkeypatch):
-    spec = importlib.util.spec_from_file_location('test_tool', os.path.join(REPO, 'tools',
-                                                                            'test.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script_module('tools/test.py')
 
     def reached(cfg):
         raise _Reached(cfg.test_evaluator.dump_dir)
