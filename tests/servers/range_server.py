@@ -50,6 +50,7 @@ class Logged:
 @dataclass
 class ServerState:
     latency: float = 0.0
+    linger: float = 0.0  # seconds a handler stays busy after its answer is out (a slow thread)
     bandwidth: Optional[float] = None  # bytes per second, all connections together
     faults: List[Fault] = field(default_factory=list)
     log: List[Logged] = field(default_factory=list)
@@ -124,6 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._get(state)
         finally:
             self._answered()
+        if state.linger:
+            time.sleep(state.linger)
 
     def _answered(self) -> None:
         """The request leaves the in-flight count before its last bytes are written: a client

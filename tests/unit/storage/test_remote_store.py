@@ -205,6 +205,7 @@ def test_crash_leftovers_and_torn_blocks_are_never_served(served, tmp_path):
 def test_concurrency_bounds_requests_in_flight(served, tmp_path):
     server = served[0]
     server.state.latency = 0.05
+    server.state.linger = 0.05  # an answered request is not in flight, however late its thread
     seen = {}
     for concurrency in (2, 8):
         store = open_remote_store(server.url, str(tmp_path / f'c{concurrency}'),
