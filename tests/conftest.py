@@ -5,6 +5,10 @@ The session dataset is read-only for tests: after every test, the files of each 
 dataset created so far are compared with their (size, mtime) at creation, and at the end of
 the session with their content hashes; a test that wrote, added or removed a file fails,
 naming the files. Copy the dataset to ``tmp_path`` before changing it.
+
+Under pytest-xdist the session datasets (and the trainings of tests/integration/conftest.py)
+are built once per run, not once per test process: ``_run_wide.run_wide`` builds them in the
+first process that asks, under a lock, and the others reuse the folder.
 """
 import hashlib
 import json
@@ -18,6 +22,8 @@ import torch
 from mmengine.registry import DefaultScope
 
 from mmgrasp.datasets.synthetic import write_synthetic_dataset
+
+from _run_wide import run_wide
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,12 +126,18 @@ def _private_cache(tmp_path_factory):
 def synthetic_root(tmp_path_factory):
     """2 scenes × 3 frames, 4 objects per scene, one model twice in scene 0, small grid; μ kept
     for chords up to 0.14 m (as in the real labels) so the recipes' 0.1 m width mask acts."""
-    root = str(tmp_path_factory.mktemp('synthetic') / 'graspnet')
-    write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
-                            grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
-                            duplicates=1, seed=0, progress=False, max_label_width=0.14)
-    from mmgrasp.datasets.graspness import generate_graspness
-    generate_graspness(root)
+    from mmgrasp.datasets.graspness import generate_graspness, open_reader
+    from mmgrasp.storage import open_label_store
+
+    def build(folder):
+        root = os.path.join(folder, 'graspnet')
+        write_synthetic_dataset(root, scenes=2, frames=3, objects=4, points_per_object=60,
+                                grid=SMALL_GRID, image_size=(320, 180), cameras=('realsense',),
+                                duplicates=1, seed=0, progress=False, max_label_width=0.14)
+        generate_graspness(root)
+
+    root = os.path.join(run_wide(tmp_path_factory, 'synthetic', build), 'graspnet')
+    open_label_store(open_reader(root, 'realsense'))  # in this process's cache, as built here
     _read_only(root)
     hashes = tree_hashes(root)
     yield root
@@ -146,20 +158,23 @@ def distinct_instances_root(synthetic_root, tmp_path_factory):
     from mmgrasp.datasets.graspness import generate_graspness
     from mmgrasp.datasets.graspnet_reader import GraspNetReader
 
-    root = str(tmp_path_factory.mktemp('distinct_instances') / 'graspnet')
-    shutil.copytree(synthetic_root, root)
-    ids = list(GraspNetReader(root).load_meta(0, 0).object_ids)
-    first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
-    path = os.path.join(root, 'collision_label', 'scene_0000', 'collision_labels.npz')
-    with np.load(path) as npz:
-        masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
-    with np.load(os.path.join(root, 'grasp_label', f'{ids[second]:03d}_labels.npz')) as npz:
-        free = (npz['scores'] > 0) & ~masks[second]
-    masks[second] = masks[second] | free
-    assert not np.array_equal(masks[first], masks[second])
-    np.savez(path, *masks)
-    generate_graspness(root, scenes=[0], cache_dir=str(tmp_path_factory.mktemp('store')),
-                       overwrite=True)
+    def build(folder):
+        root = os.path.join(folder, 'graspnet')
+        shutil.copytree(synthetic_root, root)
+        ids = list(GraspNetReader(root).load_meta(0, 0).object_ids)
+        first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
+        path = os.path.join(root, 'collision_label', 'scene_0000', 'collision_labels.npz')
+        with np.load(path) as npz:
+            masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
+        with np.load(os.path.join(root, 'grasp_label', f'{ids[second]:03d}_labels.npz')) as npz:
+            free = (npz['scores'] > 0) & ~masks[second]
+        masks[second] = masks[second] | free
+        assert not np.array_equal(masks[first], masks[second])
+        np.savez(path, *masks)
+        generate_graspness(root, scenes=[0], cache_dir=os.path.join(folder, 'store'),
+                           overwrite=True)
+
+    root = os.path.join(run_wide(tmp_path_factory, 'distinct_instances', build), 'graspnet')
     _read_only(root)
     return root
 
@@ -175,21 +190,26 @@ def gc6d_root(tmp_path_factory):
     from mmgrasp.datasets.graspness import generate_graspness
     from mmgrasp.datasets.synthetic.gc6d import write_graspclutter6d_dataset
 
-    root = str(tmp_path_factory.mktemp('gc6d') / 'graspclutter6d')
-    write_graspclutter6d_dataset(root, scenes=2, test_scenes=1, frames=3, objects=4,
-                                 points_per_object=60, grid=SMALL_GRID, image_size=(320, 180),
-                                 seed=0, progress=False, max_label_width=0.14)
-    with open(os.path.join(root, 'scenes', '000001', 'scene_gt.json')) as f:
-        ids = [i['obj_id'] for i in json.load(f)['2']]
-    first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
-    path = os.path.join(root, 'collision_label', '000001.npz')
-    with np.load(path) as npz:
-        masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
-    with np.load(os.path.join(root, 'grasp_label', f'obj_{ids[second]:06d}_labels.npz')) as npz:
-        masks[second] = masks[second] | ((npz['scores'] > 0) & ~masks[second])
-    assert not np.array_equal(masks[first], masks[second])
-    np.savez(path, *masks)
-    generate_graspness(root, cache_dir=str(tmp_path_factory.mktemp('gc6d_store')))
+    def build(folder):
+        root = os.path.join(folder, 'graspclutter6d')
+        write_graspclutter6d_dataset(root, scenes=2, test_scenes=1, frames=3, objects=4,
+                                     points_per_object=60, grid=SMALL_GRID,
+                                     image_size=(320, 180), seed=0, progress=False,
+                                     max_label_width=0.14)
+        with open(os.path.join(root, 'scenes', '000001', 'scene_gt.json')) as f:
+            ids = [i['obj_id'] for i in json.load(f)['2']]
+        first, second = [i for i, o in enumerate(ids) if ids.count(o) > 1]
+        path = os.path.join(root, 'collision_label', '000001.npz')
+        with np.load(path) as npz:
+            masks = [npz[f'arr_{i}'] for i in range(len(npz.files))]
+        with np.load(os.path.join(root, 'grasp_label', f'obj_{ids[second]:06d}_labels.npz')
+                     ) as npz:
+            masks[second] = masks[second] | ((npz['scores'] > 0) & ~masks[second])
+        assert not np.array_equal(masks[first], masks[second])
+        np.savez(path, *masks)
+        generate_graspness(root, cache_dir=os.path.join(folder, 'store'))
+
+    root = os.path.join(run_wide(tmp_path_factory, 'gc6d', build), 'graspclutter6d')
     _read_only(root)
     return root
 
@@ -207,12 +227,16 @@ def golden_dataset(tmp_path_factory):
     def build(args: List[str]) -> str:
         key = tuple(args)
         if key not in roots:
-            root = str(tmp_path_factory.mktemp('golden_dataset') / 'synthetic')
-            subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data',
-                                                         'make_synthetic.py'), root,
-                            *args, '--quiet'], check=True, cwd=REPO,
-                           env={**os.environ, 'PYTHONPATH': os.pathsep.join(
-                               [REPO, os.environ.get('PYTHONPATH', '')])})
+            def write(folder):
+                subprocess.run([sys.executable, os.path.join(REPO, 'tools', 'data',
+                                                             'make_synthetic.py'),
+                                os.path.join(folder, 'synthetic'), *args, '--quiet'],
+                               check=True, cwd=REPO,
+                               env={**os.environ, 'PYTHONPATH': os.pathsep.join(
+                                   [REPO, os.environ.get('PYTHONPATH', '')])})
+
+            name = 'golden_' + hashlib.sha1('\0'.join(args).encode()).hexdigest()[:16]
+            root = os.path.join(run_wide(tmp_path_factory, name, write), 'synthetic')
             _read_only(root)
             roots[key] = root
         return roots[key]
