@@ -15,11 +15,11 @@ import numpy as np
 from mmengine.logging import print_log
 from scipy.spatial import cKDTree
 
+from mmgrasp.storage.frames.store import masked_pixels, pixel_points
 from mmgrasp.storage.labels.maps import MapCache
 from mmgrasp.storage.labels.store import LabelStore, open_label_store, unpack_rows
 from .graspnet_reader import GraspNetReader
 from .layouts import open_reader
-from .transforms.loading import depth_to_cloud, workspace_mask
 
 _CHUNK_ROWS = 256
 
@@ -48,10 +48,11 @@ def frame_graspness(reader: GraspNetReader, store: LabelStore, scene: int, frame
     depth = reader.load_depth(scene, frame)
     seg = reader.load_segmentation(scene, frame)
     meta = reader.load_meta(scene, frame)
-    cloud = depth_to_cloud(depth, meta.intrinsics, meta.factor_depth)
-    mask = (depth > 0) & workspace_mask(cloud, seg, reader.trajectory(scene).camera_to_table(frame),
-                                        outlier)
-    masked = cloud.reshape(-1, 3)[np.flatnonzero(mask)]
+    # only pixels with a reading are back-projected (the loader's rule, elementwise the same)
+    pixels = masked_pixels(depth, seg, meta.intrinsics, meta.factor_depth,
+                           reader.trajectory(scene).camera_to_table(frame), outlier)
+    masked = np.stack(pixel_points(depth.reshape(-1)[pixels], pixels, depth.shape[1],
+                                   meta.intrinsics, meta.factor_depth), axis=-1)
     points, values = [], []
     for instance, (obj, pose) in enumerate(zip(meta.object_ids, meta.poses)):
         label_points = store.points(int(obj)).astype(np.float64)

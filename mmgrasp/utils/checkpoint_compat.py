@@ -9,12 +9,15 @@ attribute, so that name maps to a stand-in that allows only those statistics.
 Scale-Balanced-Grasp's OneCycleLR keeps its annealing function (a staticmethod) in its state,
 pickled as ``getattr(OneCycleParamScheduler, '_annealing_cos')``. The class name unpickles to a
 token, not the class (a checkpoint can neither call nor build a scheduler), from which the
-stand-in resolves only the two annealing functions.
+stand-in resolves only the two annealing functions. The token names the class and imports it
+only when a checkpoint asks: mmengine.optim pulls in torch.distributed's optimizers (seconds of
+start-up) that ``import mmgrasp`` in a data tool never needs.
 """
+import importlib
+
 import numpy as np
 import torch
 from mmengine.logging import HistoryBuffer
-from mmengine.optim.scheduler.param_scheduler import OneCycleParamScheduler
 
 try:  # numpy >= 2
     from numpy._core.multiarray import _reconstruct, scalar
@@ -27,18 +30,26 @@ _NUMPY_TYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.ui
 
 
 class _ClassToken:
-    """What a checkpoint's reference to ``cls`` unpickles to: only ``names`` can be read from
-    it, through the getattr stand-in."""
+    """What a checkpoint's reference to the class ``module.qualname`` unpickles to: only
+    ``names`` can be read from it, through the getattr stand-in."""
 
-    def __init__(self, cls: type, names: frozenset):
-        self.cls, self.names = cls, names
+    def __init__(self, module: str, qualname: str, names: frozenset):
+        self.module, self.qualname, self.names = module, qualname, names
+
+    @property
+    def name(self) -> str:
+        return f'{self.module}.{self.qualname}'
+
+    @property
+    def cls(self) -> type:
+        return getattr(importlib.import_module(self.module), self.qualname)
 
     def __repr__(self) -> str:
-        return f'<checkpoint token of {self.cls.__qualname__}>'
+        return f'<checkpoint token of {self.qualname}>'
 
 
-_ONE_CYCLE = _ClassToken(OneCycleParamScheduler, frozenset({'_annealing_cos',
-                                                            '_annealing_linear'}))
+_ONE_CYCLE = _ClassToken('mmengine.optim.scheduler.param_scheduler', 'OneCycleParamScheduler',
+                         frozenset({'_annealing_cos', '_annealing_linear'}))
 
 
 def _checkpoint_getattr(obj, name):
@@ -61,7 +72,7 @@ MMENGINE_SAFE_GLOBALS = [
     scalar,
     *(type(np.dtype(t)) for t in _NUMPY_TYPES),
     (_checkpoint_getattr, 'builtins.getattr'),
-    (_ONE_CYCLE, f'{OneCycleParamScheduler.__module__}.{OneCycleParamScheduler.__qualname__}'),
+    (_ONE_CYCLE, _ONE_CYCLE.name),
     # checkpoints written under numpy 1.x name the same functions by their old module
     (_reconstruct, 'numpy.core.multiarray._reconstruct'),
     (scalar, 'numpy.core.multiarray.scalar'),

@@ -29,8 +29,9 @@ def depth_to_cloud(depth: np.ndarray, intrinsics: np.ndarray, factor_depth: floa
     """(H, W, 3) float64 camera-frame cloud of a raw depth image, in the image layout.
 
     z = d / factor_depth, x = (u - cx) z / fx, y = (v - cy) z / fy, with u the column and v the
-    row; pixels without a reading (d = 0) land on the camera origin. The full-image form (for
-    graspness generation and inspection); loading back-projects the sampled pixels only.
+    row; pixels without a reading (d = 0) land on the camera origin. The reference's full-image
+    form (for inspection, and the tests' check of the pixel-wise rule); loading and graspness
+    generation back-project only the pixels they keep.
     """
     h, w = depth.shape
     xyz = pixel_points(depth.reshape(-1), np.arange(h * w), w, intrinsics, factor_depth)

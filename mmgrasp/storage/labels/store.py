@@ -274,10 +274,13 @@ def _read_manifest(store_path: str) -> Optional[dict]:
 def _tolerance_levels(path: str, tolerance: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """uint8 levels and the float32 radius of each, exact to the bit (compared as uint32)."""
     bits = np.ascontiguousarray(tolerance, dtype=np.float32).view(np.uint32)
-    radii_bits, levels = np.unique(bits, return_inverse=True)
+    # distinct values by hashing, then each cell's rank among them: the inverse np.unique would
+    # give, without its sort of every cell (most of a store build's time)
+    radii_bits = np.unique(bits)
     if len(radii_bits) > 256:
         raise DatasetFileError(path, f'{len(radii_bits)} distinct tolerance values; the store '
                                      f'keeps at most 256 levels')
+    levels = np.searchsorted(radii_bits, bits)
     return levels.reshape(tolerance.shape).astype(np.uint8), radii_bits.view(np.float32)
 
 

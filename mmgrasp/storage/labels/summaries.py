@@ -69,17 +69,20 @@ def view_summaries(mu: np.ndarray, widths: np.ndarray, table: np.ndarray,
     view_max_mu, max_width = np.float32(SUMMARY_VIEW_MAX_MU), np.float32(SUMMARY_MAX_WIDTH)
     for start in range(0, n, step):
         m = np.array(mu[start:start + step], np.float32).reshape(-1, V, mu[0, 0].size)
-        if collided is not None:
-            m[np.asarray(collided[start:start + step]).reshape(m.shape)] = 0
+        if collided is not None:  # μ := +0.0 where collided, as a multiply of the bit patterns
+            bits = m.view(np.uint32)
+            np.multiply(bits, np.logical_not(collided[start:start + step]).reshape(m.shape),
+                        out=bits)
         w = np.asarray(widths[start:start + step], np.float32).reshape(m.shape)
         s = slice(start, start + len(m))
         positive = m > 0
-        out['view_count'][s] = (positive & (m <= view_max_mu)).sum(-1)
+        out['view_count'][s] = np.count_nonzero(positive & (m <= view_max_mu), axis=-1)
         masked = positive & (w <= max_width)
-        low = np.where(masked, m, np.inf).min(-1)
+        # the smallest selected μ, inf where none (a masked reduction: no filled copy of m)
+        low = np.minimum.reduce(m, axis=-1, where=masked, initial=np.inf)
         has = masked.any(-1)
         out['view_min_mu'][s] = _codes_of(np.where(has, low, 0), table, has)
-        low_any = np.where(positive, m, np.inf).min(-1)
+        low_any = np.minimum.reduce(m, axis=-1, where=positive, initial=np.inf)
         has_any = positive.any(-1)
         out['view_min_mu_any'][s] = _codes_of(np.where(has_any, low_any, 0), table, has_any)
         out['view_max_mu'][s] = _codes_of(m.max(-1), table, np.ones(m.shape[:2], bool))
