@@ -69,10 +69,8 @@ def view_summaries(mu: np.ndarray, widths: np.ndarray, table: np.ndarray,
     view_max_mu, max_width = np.float32(SUMMARY_VIEW_MAX_MU), np.float32(SUMMARY_MAX_WIDTH)
     for start in range(0, n, step):
         m = np.array(mu[start:start + step], np.float32).reshape(-1, V, mu[0, 0].size)
-        if collided is not None:  # μ := +0.0 where collided, as a multiply of the bit patterns
-            bits = m.view(np.uint32)
-            np.multiply(bits, np.logical_not(collided[start:start + step]).reshape(m.shape),
-                        out=bits)
+        if collided is not None:  # μ := 0 where collided, in place (no boolean gather)
+            np.copyto(m, 0, where=np.asarray(collided[start:start + step]).reshape(m.shape))
         w = np.asarray(widths[start:start + step], np.float32).reshape(m.shape)
         s = slice(start, start + len(m))
         positive = m > 0

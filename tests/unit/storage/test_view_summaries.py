@@ -110,7 +110,7 @@ SUMMARY_MUTANTS = {
     'min μ without the width mask': ('masked = positive & (w <= max_width)',
                                      'masked = positive'),
     'max μ of the first cell': ('_codes_of(m.max(-1),', '_codes_of(m[..., 0],'),
-    'collisions not applied': ('np.logical_not(collided', 'np.asarray(collided'),
+    'collisions not applied': ('where=np.asarray(collided', 'where=~np.asarray(collided'),
 }
 
 
