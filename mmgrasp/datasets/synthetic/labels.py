@@ -377,35 +377,31 @@ def tolerance_labels(points: np.ndarray, mu: np.ndarray, mu_thresh: float = 0.55
     For radii r = 0, 0.001, ..., 0.050: over the label points within r (distance <= r, the point
     itself included), the fraction with 0 < μ <= 0.55 per cell; cells at >= 0.8 get r; the loop
     stops at the first radius where no cell passes. Radii with the same neighbours pass the same
-    cells, so each point is checked once per distinct neighbour count, on the cells where some
-    neighbour is good (no other cell can pass).
+    cells, so each point is checked once per distinct neighbour count, nearest neighbours first
+    (a running count of good neighbours per cell), on the cells where some label point is good
+    (no other cell can pass).
     """
     n = len(points)
     good = ((mu > 0) & (mu <= mu_thresh)).reshape(n, -1)
+    cols = np.flatnonzero(good.any(0))
+    good_cols = good[:, cols]
     p = np.asarray(points, np.float32)
     dists = np.linalg.norm(p[:, None, :] - p[None, :, :], axis=-1)
     radii = np.float32(_TOLERANCE_RADII)
     counts = (dists[:, :, None] <= radii).sum(1)  # (n, R) neighbours within each radius
+    need = np.ceil(ratio_thresh * counts - 1e-9)  # the worker's mean >= 0.8
+    orders = np.argsort(dists, axis=1, kind='stable')
     out = np.zeros(good.shape, np.float32)
     for i in range(n):
-        order = np.argsort(dists[i], kind='stable')[:counts[i, -1]]
-        sizes, first_radius = np.unique(counts[i], return_index=True)  # distinct neighbour counts
-        last_radius = np.append(first_radius[1:], len(radii)) - 1  # last radius of each count
-        best = np.full(good.shape[1], -1)
-        limit = 8  # the loop usually stops after a few radii: look at more neighbours only then
-        while True:
-            use = sizes <= limit
-            near = good[order[:sizes[use][-1]]]
-            cols = np.flatnonzero(near.any(0))
-            cum = np.cumsum(near[:, cols], axis=0, dtype=np.int16)  # good among the j nearest
-            need = np.ceil(ratio_thresh * sizes[use] - 1e-9)  # the worker's mean >= 0.8
-            passing = cum[sizes[use] - 1] >= need[:, None]
-            alive = np.cumprod(passing.any(1)).astype(bool)  # breaks at the first empty radius
-            passing &= alive[:, None]
-            hit = passing.any(0)
-            best[cols[hit]] = (len(passing) - 1 - np.argmax(passing[::-1], axis=0))[hit]
-            if not alive[-1] or use.all():
+        good_near = np.zeros(len(cols), np.int16)  # good cells among the neighbours so far
+        best = np.zeros(len(cols), np.float32)
+        seen = 0
+        for r in np.flatnonzero(np.diff(counts[i], append=-1)):  # last radius of each count
+            good_near += good_cols[orders[i, seen:counts[i, r]]].sum(0, dtype=np.int16)
+            seen = counts[i, r]
+            passing = good_near >= need[i, r]
+            if not passing.any():  # the worker's loop breaks at the first empty radius
                 break
-            limit *= 4
-        out[i] = np.where(best >= 0, radii[last_radius[np.maximum(best, 0)]], 0)
+            best[passing] = radii[r]
+        out[i, cols] = best
     return out.reshape(mu.shape)
