@@ -109,43 +109,56 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     centre = p[:, None, None, :] + _depths(d)[:, None] * rot[None, :, None, 0, :, 0]
     inside = np.all(np.abs(centre) < half, axis=-1)  # (Np, V, D): jaw centre strictly inside
     pi, vi, di = np.nonzero(inside)
-    c = centre[pi, vi, di][:, None, :]  # (M, 1, 3)
-    u = rot[vi][..., 1]  # (M, A, 3) jaw axes
-    t_near = np.full(u.shape[:2], -np.inf)
-    t_far = np.full(u.shape[:2], np.inf)
-    face_near = np.zeros(u.shape[:2], np.intp)
-    face_far = np.zeros(u.shape[:2], np.intp)
+    c = centre[pi, vi, di]  # (M, 3)
+    axes = np.ascontiguousarray(rot[..., 1])  # (V, A, 3) jaw axes
     with np.errstate(divide='ignore'):
-        for k in range(3):  # slab test; the centre is inside, so t_near < 0 < t_far
-            inv = 1.0 / u[..., k]
-            t1 = (-half[k] - c[..., k]) * inv
-            t2 = (half[k] - c[..., k]) * inv
-            lo, hi = np.minimum(t1, t2), np.maximum(t1, t2)
-            face_near = np.where(lo > t_near, k, face_near)
-            t_near = np.maximum(lo, t_near)
-            face_far = np.where(hi < t_far, k, face_far)
-            t_far = np.minimum(hi, t_far)
+        inv_axes = 1.0 / axes
+
+    def slabs(cen, inv):
+        """Per axis k: the line's parameters (lo, hi) at the box's two k-faces."""
+        for k in range(3):
+            t1 = (-half[k] - cen[..., k]) * inv[..., k]
+            t2 = (half[k] - cen[..., k]) * inv[..., k]
+            yield np.minimum(t1, t2), np.maximum(t1, t2)
+
+    # slab test of every (M, A) cell; the centre is inside, so t_near < 0 < t_far
+    t_near, t_far = np.full((len(c), a), -np.inf), np.full((len(c), a), np.inf)
+    for lo, hi in slabs(c[:, None], inv_axes[vi]):
+        t_near, t_far = np.maximum(lo, t_near), np.minimum(hi, t_far)
     width = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
     ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
+    # faces hit and contacts, on the cells that pass so far (the others stay -1)
+    rows = np.flatnonzero(ok)
+    cm, ca = np.divmod(rows, a)
+    cen, u = c[cm], axes[vi[cm], ca]
+    near, far = t_near.reshape(-1)[rows], t_far.reshape(-1)[rows]
+    face_near, face_far = np.zeros(len(rows), np.intp), np.zeros(len(rows), np.intp)
+    t_lo, t_hi = np.full(len(rows), -np.inf), np.full(len(rows), np.inf)
+    for k, (lo, hi) in enumerate(slabs(cen, inv_axes[vi[cm], ca])):
+        face_near = np.where(lo > t_lo, k, face_near)
+        t_lo = np.maximum(lo, t_lo)
+        face_far = np.where(hi < t_hi, k, face_far)
+        t_hi = np.minimum(hi, t_hi)
+    edge_ok = np.ones(len(rows), bool)
     contacts = []
-    for t, face in ((t_near, face_near), (t_far, face_far)):
-        q = c + t[..., None] * u
+    for t, face in ((near, face_near), (far, face_far)):
+        q = cen + t[:, None] * u
         margin = half - np.abs(q)  # contact to the face planes of each axis
-        np.put_along_axis(margin, face[..., None], np.inf, -1)
-        ok &= margin.min(-1) >= EDGE_MARGIN
+        np.put_along_axis(margin, face[:, None], np.inf, -1)
+        edge_ok &= margin.min(-1) >= EDGE_MARGIN
         contacts.append((q, face))
     # the evaluator's antipodal test on the contacts and their face normals
-    (q1, f1), (q2, f2) = ((q[ok], f[ok]) for q, f in contacts)
-    rows = np.arange(len(q1))
+    (q1, f1), (q2, f2) = ((q[edge_ok], f[edge_ok]) for q, f in contacts)
     n1, n2 = np.zeros_like(q1), np.zeros_like(q2)
-    n1[rows, f1] = np.sign(q1[rows, f1])
-    n2[rows, f2] = np.sign(q2[rows, f2])
-    cell_mu = np.full(ok.shape, -1.0)
-    cell_mu[ok] = portable_min_friction(q1, n1, q2, n2, MU_GRID)
+    held = np.arange(len(q1))
+    n1[held, f1] = np.sign(q1[held, f1])
+    n2[held, f2] = np.sign(q2[held, f2])
+    cell_mu = np.full(len(c) * a, -1.0)
+    cell_mu[rows[edge_ok]] = portable_min_friction(q1, n1, q2, n2, MU_GRID)
     shape = (len(p), v, a, d)
     mu = np.full(shape, -1, np.float32)
     width_out = np.zeros(shape, np.float32)
-    mu[pi, vi, :, di] = cell_mu
+    mu[pi, vi, :, di] = cell_mu.reshape(-1, a)
     width_out[pi, vi, :, di] = width
     return mu, width_out
 
