@@ -163,26 +163,30 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     return mu, width_out
 
 
-def _separated(cen_g, ext_g, rot, p, half):
+def _separated(parts, rot, p, half):
     """Separating-axis test (all 15 axes) of gripper-frame boxes against the model box at 0.
 
-    ``cen_g``/``ext_g`` (N, 3): part centre and half sizes in the gripper frame; ``rot`` (N, 3, 3)
-    gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no overlap.
+    ``parts``: (centre, half sizes) pairs, each (N, 3), of boxes in the gripper frame; ``rot``
+    (N, 3, 3) gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no
+    part overlaps the box. What depends on the axes alone is computed once for all parts.
     """
     absr = np.abs(rot)
-    centre = p + matvec(rot, cen_g)  # part centre in the model frame
-    sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
-    local = matvec(rot.swapaxes(1, 2), -centre)  # box centre relative to the part, gripper axes
-    radius = matvec(absr.swapaxes(1, 2), half)
-    sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
-    for i in range(3):  # edge-edge axes g_i x e_k
-        for k in range(3):
-            axis = np.cross(rot[:, :, i], np.eye(3)[k])
-            usable = norm(axis) > 1e-6  # parallel edges: face axes decide
-            r_part = dot(np.abs(matvec(rot.swapaxes(1, 2), axis)), ext_g)
-            r_box = dot(np.abs(axis), half)
-            sep |= usable & (np.abs(dot(centre, axis)) > r_part + r_box)
-    return sep
+    rot_t = np.ascontiguousarray(rot.swapaxes(1, 2))  # rows: gripper axes
+    radius = matvec(absr.swapaxes(1, 2), half)  # the box's half size along each gripper axis
+    axes = np.cross(rot_t[:, :, None], np.eye(3)).reshape(-1, 9, 3)  # edge-edge axes g_i x e_k
+    usable = norm(axes) > 1e-6  # parallel edges: face axes decide
+    axes_g = np.abs(matvec(rot_t[:, None], axes))  # the axes in the gripper frame
+    r_box = dot(np.abs(axes), half)
+    clear = np.ones(len(rot), bool)
+    for cen_g, ext_g in parts:
+        centre = p + matvec(rot, cen_g)  # part centre in the model frame
+        sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
+        local = matvec(rot_t, -centre)  # box centre relative to the part, gripper axes
+        sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
+        r_part = dot(axes_g, ext_g[:, None])
+        sep |= np.any(usable & (np.abs(dot(centre[:, None], axes)) > r_part + r_box), axis=1)
+        clear &= sep
+    return clear
 
 
 def _gripper_parts(width, depth, gripper: Gripper = GRASPNET_GRIPPER):
@@ -225,11 +229,7 @@ def box_self_collision(half, points, mu, width, grid) -> np.ndarray:
     out = np.zeros(mu.size, bool)
     idx, rot, p, w, dep = _cells(mu, width, points, grid)
     if len(idx):
-        left, right, base, _ = _gripper_parts(w, dep)
-        free = np.ones(len(idx), bool)
-        for cen, ext in (left, right, base):
-            free &= _separated(cen, ext, rot, p, np.asarray(half, np.float64))
-        out[idx] = ~free
+        out[idx] = ~_separated(_gripper_parts(w, dep)[:3], rot, p, np.asarray(half, np.float64))
     return out.reshape(mu.shape)
 
 
@@ -257,7 +257,7 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
         near = ~hit & (norm(p_o) < reach + norm(half))
         if near.any():
             rot_o = matmul(r_o, rot[near])
-            hit[near] = ~_separated(hull_c[near], hull_e[near], rot_o, p_o[near],
+            hit[near] = ~_separated([(hull_c[near], hull_e[near])], rot_o, p_o[near],
                                     np.asarray(half, np.float64))
     out[idx[hit]] = True
     return out.reshape(mu.shape)
