@@ -163,21 +163,23 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     return mu, width_out
 
 
-def _separated(parts, rot, p, half):
+def _separated(parts, frames, which, p, half):
     """Separating-axis test (all 15 axes) of gripper-frame boxes against the model box at 0.
 
-    ``parts``: (centre, half sizes) pairs, each (N, 3), of boxes in the gripper frame; ``rot``
-    (N, 3, 3) gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no
-    part overlaps the box. What depends on the axes alone is computed once for all parts.
+    ``parts``: (centre, half sizes) pairs, each (N, 3), of boxes in the gripper frame;
+    ``frames[which]`` (N, 3, 3) gripper axes (columns) in the model frame; ``p`` (N, 3) gripper
+    origin. True = no part overlaps the box. What depends on the axes alone is computed once per
+    frame for all parts.
     """
-    absr = np.abs(rot)
-    rot_t = np.ascontiguousarray(rot.swapaxes(1, 2))  # rows: gripper axes
-    radius = matvec(absr.swapaxes(1, 2), half)  # the box's half size along each gripper axis
+    absr = np.abs(frames)
+    rot_t = np.ascontiguousarray(frames.swapaxes(1, 2))  # rows: gripper axes
+    radius = matvec(absr.swapaxes(1, 2), half)[which]  # the box's half size along gripper axes
     axes = np.cross(rot_t[:, :, None], np.eye(3)).reshape(-1, 9, 3)  # edge-edge axes g_i x e_k
-    usable = norm(axes) > 1e-6  # parallel edges: face axes decide
-    axes_g = np.abs(matvec(rot_t[:, None], axes))  # the axes in the gripper frame
-    r_box = dot(np.abs(axes), half)
-    clear = np.ones(len(rot), bool)
+    usable = (norm(axes) > 1e-6)[which]  # parallel edges: face axes decide
+    axes_g = np.abs(matvec(rot_t[:, None], axes))[which]  # the axes in the gripper frame
+    r_box = dot(np.abs(axes), half)[which]
+    rot, absr, rot_t, axes = frames[which], absr[which], rot_t[which], axes[which]
+    clear = np.ones(len(which), bool)
     for cen_g, ext_g in parts:
         centre = p + matvec(rot, cen_g)  # part centre in the model frame
         sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
@@ -210,9 +212,11 @@ def _gripper_parts(width, depth, gripper: Gripper = GRASPNET_GRIPPER):
     return left, right, base, hull
 
 
-def _cells(mu, width, points, grid, gripper: Gripper | None = None):
-    """Rotation, origin, width and depth of every cell with mu > 0 (flat index order); the
-    angles and depths are the gripper's (None: GraspNet's a * pi / 12 and (d + 1) * 0.01)."""
+def _cells(mu, width, grid, gripper: Gripper | None = None):
+    """Cells with mu > 0 (flat index order): flat index, the (V * A, 3, 3) rotations and each
+    cell's one, its label point, width and depth; the angles and depths are the gripper's (None:
+    GraspNet's a * pi / 12 and (d + 1) * 0.01). Cells share the rotations and the points, so
+    what depends on those alone is computed once and gathered."""
     v, a, d = grid
     idx = np.flatnonzero(mu.reshape(-1) > 0)
     pi, vi, ai, di = np.unravel_index(idx, mu.shape)
@@ -220,16 +224,17 @@ def _cells(mu, width, points, grid, gripper: Gripper | None = None):
         rot, depths = grasp_frames(v, a), _depths(d)
     else:
         rot, depths = grasp_frames(v, a, gripper.angles()), gripper.depths()
-    return idx, rot[vi, ai], np.asarray(points, np.float64)[pi], \
+    return idx, rot.reshape(-1, 3, 3), vi * rot.shape[1] + ai, pi, \
         width.reshape(-1)[idx].astype(np.float64), depths[di]
 
 
 def box_self_collision(half, points, mu, width, grid) -> np.ndarray:
     """(Np, V, A, D) bool: fingers or base overlap the box, for cells with mu > 0."""
     out = np.zeros(mu.size, bool)
-    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid)
     if len(idx):
-        out[idx] = ~_separated(_gripper_parts(w, dep)[:3], rot, p, np.asarray(half, np.float64))
+        out[idx] = ~_separated(_gripper_parts(w, dep)[:3], frames, fi,
+                               np.asarray(points, np.float64)[pi], np.asarray(half, np.float64))
     return out.reshape(mu.shape)
 
 
@@ -240,34 +245,35 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
     boxes of the scene. The table top is z = 0 of the table frame.
     """
     out = own_collision.reshape(-1).copy()
-    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid)
     keep = ~out[idx]
-    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    idx, fi, pi, w, dep = idx[keep], fi[keep], pi[keep], w[keep], dep[keep]
     if not len(idx):
         return out.reshape(mu.shape)
+    points = np.asarray(points, np.float64)
     r_t, t_t = pose[:3, :3], pose[:3, 3]
     (hull_c, hull_e) = _gripper_parts(w, dep)[3]
-    hit = _below_table(rot, p, hull_c, hull_e, pose)
+    hit = _below_table(frames, fi, points, pi, hull_c, hull_e, pose)
     reach = norm(hull_e + np.abs(hull_c))
     for half, other in others:
         inv = rigid_inverse(other)
         r_o = matmul(inv[:3, :3], r_t)
-        # gripper origin in the other's frame
-        p_o = matvec(r_o, p) + (matvec(inv[:3, :3], t_t) + inv[:3, 3])
-        near = ~hit & (norm(p_o) < reach + norm(half))
+        # gripper origins (the label points) in the other's frame
+        points_o = matvec(r_o, points) + (matvec(inv[:3, :3], t_t) + inv[:3, 3])
+        near = ~hit & (norm(points_o)[pi] < reach + norm(half))
         if near.any():
-            rot_o = matmul(r_o, rot[near])
-            hit[near] = ~_separated([(hull_c[near], hull_e[near])], rot_o, p_o[near],
-                                    np.asarray(half, np.float64))
+            hit[near] = ~_separated([(hull_c[near], hull_e[near])], matmul(r_o, frames),
+                                    fi[near], points_o[pi[near]], np.asarray(half, np.float64))
     out[idx[hit]] = True
     return out.reshape(mu.shape)
 
 
-def _below_table(rot, p, hull_c, hull_e, pose) -> np.ndarray:
-    """Cells whose gripper hull reaches below the table top (z = 0 of the table frame)."""
+def _below_table(frames, which, points, point, hull_c, hull_e, pose) -> np.ndarray:
+    """Cells (rotation ``frames[which]``, origin ``points[point]``) whose gripper hull reaches
+    below the table top (z = 0 of the table frame)."""
     r_t, t_t = pose[:3, :3], pose[:3, 3]
-    rot_t = matmul(r_t, rot)  # gripper axes in the table frame
-    centre_t = matvec(r_t, p) + t_t + matvec(rot_t, hull_c)
+    rot_t = matmul(r_t, frames)[which]  # gripper axes in the table frame
+    centre_t = (matvec(r_t, points) + t_t)[point] + matvec(rot_t, hull_c)
     return centre_t[:, 2] - dot(np.abs(rot_t[:, 2, :]), hull_e) < 0
 
 
@@ -362,9 +368,10 @@ def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
     ``gripper`` gives the fingers, base, angles and depths (None: GraspNet's); the cells are
     tested ``chunk`` at a time."""
     out = np.zeros(mu.size, bool) if skip is None else skip.reshape(-1).copy()
-    idx, rot, p, w, dep = _cells(mu, width, points, grid, gripper)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid, gripper)
     keep = ~out[idx]
-    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    idx, fi, pi, w, dep = idx[keep], fi[keep], pi[keep], w[keep], dep[keep]
+    points = np.asarray(points, np.float64)
     g = GRASPNET_GRIPPER if gripper is None else gripper
     obstacle_points = np.asarray(obstacle_points, np.float64)
     for s in range(0, len(idx), chunk):
@@ -372,11 +379,11 @@ def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
         hit = np.zeros(len(idx[part]), bool)
         if table_pose is not None:
             hull_c, hull_e = _gripper_parts(w[part], dep[part], g)[3]
-            hit |= _below_table(rot[part], p[part], hull_c, hull_e, table_pose)
+            hit |= _below_table(frames, fi[part], points, pi[part], hull_c, hull_e, table_pose)
         if len(obstacle_points):
             rows = np.zeros((len(hit), 17))
             rows[:, 1], rows[:, 2], rows[:, 3] = w[part], g.height, dep[part]
-            rows[:, 4:13], rows[:, 13:16] = rot[part].reshape(-1, 9), p[part]
+            rows[:, 4:13], rows[:, 13:16] = frames[fi[part]].reshape(-1, 9), points[pi[part]]
             hit |= gripper_collision(rows, obstacle_points, g.height, g.base_depth,
                                      g.finger_width, empty_thresh=0)[0]
         out[idx[part][hit]] = True
