@@ -145,7 +145,7 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
         q = cen + t[:, None] * u
         margin = half - np.abs(q)  # contact to the face planes of each axis
         np.put_along_axis(margin, face[:, None], np.inf, -1)
-        edge_ok &= margin.min(-1) >= EDGE_MARGIN
+        edge_ok &= np.minimum(np.minimum(margin[:, 0], margin[:, 1]), margin[:, 2]) >= EDGE_MARGIN
         contacts.append((q, face))
     # the evaluator's antipodal test on the contacts and their face normals
     (q1, f1), (q2, f2) = ((q[edge_ok], f[edge_ok]) for q, f in contacts)
