@@ -112,19 +112,20 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     c = centre[pi, vi, di]  # (M, 3)
     axes = np.ascontiguousarray(rot[..., 1])  # (V, A, 3) jaw axes
     with np.errstate(divide='ignore'):
-        inv_axes = 1.0 / axes
+        inv_axes = [1.0 / axes[..., k] for k in range(3)]  # (V, A) each
 
     def slabs(cen, inv):
         """Per axis k: the line's parameters (lo, hi) at the box's two k-faces."""
         for k in range(3):
-            t1 = (-half[k] - cen[..., k]) * inv[..., k]
-            t2 = (half[k] - cen[..., k]) * inv[..., k]
+            t1 = (-half[k] - cen[..., k]) * inv[k]
+            t2 = (half[k] - cen[..., k]) * inv[k]
             yield np.minimum(t1, t2), np.maximum(t1, t2)
 
     # slab test of every (M, A) cell; the centre is inside, so t_near < 0 < t_far
     t_near, t_far = np.full((len(c), a), -np.inf), np.full((len(c), a), np.inf)
-    for lo, hi in slabs(c[:, None], inv_axes[vi]):
-        t_near, t_far = np.maximum(lo, t_near), np.minimum(hi, t_far)
+    for lo, hi in slabs(c[:, None], [inv[vi] for inv in inv_axes]):
+        np.maximum(lo, t_near, out=t_near)
+        np.minimum(hi, t_far, out=t_far)
     width = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
     ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
     # faces hit and contacts, on the cells that pass so far (the others stay -1)
@@ -134,7 +135,7 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     near, far = t_near.reshape(-1)[rows], t_far.reshape(-1)[rows]
     face_near, face_far = np.zeros(len(rows), np.intp), np.zeros(len(rows), np.intp)
     t_lo, t_hi = np.full(len(rows), -np.inf), np.full(len(rows), np.inf)
-    for k, (lo, hi) in enumerate(slabs(cen, inv_axes[vi[cm], ca])):
+    for k, (lo, hi) in enumerate(slabs(cen, [inv[vi[cm], ca] for inv in inv_axes])):
         face_near = np.where(lo > t_lo, k, face_near)
         t_lo = np.maximum(lo, t_lo)
         face_far = np.where(hi < t_hi, k, face_far)
