@@ -109,67 +109,87 @@ def box_grasp_labels(half: np.ndarray, points: np.ndarray, grid: tuple[int, int,
     centre = p[:, None, None, :] + _depths(d)[:, None] * rot[None, :, None, 0, :, 0]
     inside = np.all(np.abs(centre) < half, axis=-1)  # (Np, V, D): jaw centre strictly inside
     pi, vi, di = np.nonzero(inside)
-    c = centre[pi, vi, di][:, None, :]  # (M, 1, 3)
-    u = rot[vi][..., 1]  # (M, A, 3) jaw axes
-    t_near = np.full(u.shape[:2], -np.inf)
-    t_far = np.full(u.shape[:2], np.inf)
-    face_near = np.zeros(u.shape[:2], np.intp)
-    face_far = np.zeros(u.shape[:2], np.intp)
+    c = centre[pi, vi, di]  # (M, 3)
+    axes = np.ascontiguousarray(rot[..., 1])  # (V, A, 3) jaw axes
     with np.errstate(divide='ignore'):
-        for k in range(3):  # slab test; the centre is inside, so t_near < 0 < t_far
-            inv = 1.0 / u[..., k]
-            t1 = (-half[k] - c[..., k]) * inv
-            t2 = (half[k] - c[..., k]) * inv
-            lo, hi = np.minimum(t1, t2), np.maximum(t1, t2)
-            face_near = np.where(lo > t_near, k, face_near)
-            t_near = np.maximum(lo, t_near)
-            face_far = np.where(hi < t_far, k, face_far)
-            t_far = np.minimum(hi, t_far)
+        inv_axes = [1.0 / axes[..., k] for k in range(3)]  # (V, A) each
+
+    def slabs(cen, inv):
+        """Per axis k: the line's parameters (lo, hi) at the box's two k-faces."""
+        for k in range(3):
+            t1 = (-half[k] - cen[..., k]) * inv[k]
+            t2 = (half[k] - cen[..., k]) * inv[k]
+            yield np.minimum(t1, t2), np.maximum(t1, t2)
+
+    # slab test of every (M, A) cell; the centre is inside, so t_near < 0 < t_far
+    t_near, t_far = np.full((len(c), a), -np.inf), np.full((len(c), a), np.inf)
+    for lo, hi in slabs(c[:, None], [inv[vi] for inv in inv_axes]):
+        np.maximum(lo, t_near, out=t_near)
+        np.minimum(hi, t_far, out=t_far)
     width = 2 * np.maximum(-t_near, t_far) + 2 * JAW_CLEARANCE
     ok = (-t_near >= CENTRE_MARGIN) & (t_far >= CENTRE_MARGIN) & (width <= max_width)
+    # faces hit and contacts, on the cells that pass so far (the others stay -1)
+    rows = np.flatnonzero(ok)
+    cm, ca = np.divmod(rows, a)
+    cen, u = c[cm], axes[vi[cm], ca]
+    near, far = t_near.reshape(-1)[rows], t_far.reshape(-1)[rows]
+    face_near, face_far = np.zeros(len(rows), np.intp), np.zeros(len(rows), np.intp)
+    t_lo, t_hi = np.full(len(rows), -np.inf), np.full(len(rows), np.inf)
+    for k, (lo, hi) in enumerate(slabs(cen, [inv[vi[cm], ca] for inv in inv_axes])):
+        face_near = np.where(lo > t_lo, k, face_near)
+        t_lo = np.maximum(lo, t_lo)
+        face_far = np.where(hi < t_hi, k, face_far)
+        t_hi = np.minimum(hi, t_hi)
+    edge_ok = np.ones(len(rows), bool)
     contacts = []
-    for t, face in ((t_near, face_near), (t_far, face_far)):
-        q = c + t[..., None] * u
+    for t, face in ((near, face_near), (far, face_far)):
+        q = cen + t[:, None] * u
         margin = half - np.abs(q)  # contact to the face planes of each axis
-        np.put_along_axis(margin, face[..., None], np.inf, -1)
-        ok &= margin.min(-1) >= EDGE_MARGIN
+        np.put_along_axis(margin, face[:, None], np.inf, -1)
+        edge_ok &= np.minimum(np.minimum(margin[:, 0], margin[:, 1]), margin[:, 2]) >= EDGE_MARGIN
         contacts.append((q, face))
     # the evaluator's antipodal test on the contacts and their face normals
-    (q1, f1), (q2, f2) = ((q[ok], f[ok]) for q, f in contacts)
-    rows = np.arange(len(q1))
+    (q1, f1), (q2, f2) = ((q[edge_ok], f[edge_ok]) for q, f in contacts)
     n1, n2 = np.zeros_like(q1), np.zeros_like(q2)
-    n1[rows, f1] = np.sign(q1[rows, f1])
-    n2[rows, f2] = np.sign(q2[rows, f2])
-    cell_mu = np.full(ok.shape, -1.0)
-    cell_mu[ok] = portable_min_friction(q1, n1, q2, n2, MU_GRID)
+    held = np.arange(len(q1))
+    n1[held, f1] = np.sign(q1[held, f1])
+    n2[held, f2] = np.sign(q2[held, f2])
+    cell_mu = np.full(len(c) * a, -1.0)
+    cell_mu[rows[edge_ok]] = portable_min_friction(q1, n1, q2, n2, MU_GRID)
     shape = (len(p), v, a, d)
     mu = np.full(shape, -1, np.float32)
     width_out = np.zeros(shape, np.float32)
-    mu[pi, vi, :, di] = cell_mu
+    mu[pi, vi, :, di] = cell_mu.reshape(-1, a)
     width_out[pi, vi, :, di] = width
     return mu, width_out
 
 
-def _separated(cen_g, ext_g, rot, p, half):
+def _separated(parts, frames, which, p, half):
     """Separating-axis test (all 15 axes) of gripper-frame boxes against the model box at 0.
 
-    ``cen_g``/``ext_g`` (N, 3): part centre and half sizes in the gripper frame; ``rot`` (N, 3, 3)
-    gripper axes (columns) in the model frame; ``p`` (N, 3) gripper origin. True = no overlap.
+    ``parts``: (centre, half sizes) pairs, each (N, 3), of boxes in the gripper frame;
+    ``frames[which]`` (N, 3, 3) gripper axes (columns) in the model frame; ``p`` (N, 3) gripper
+    origin. True = no part overlaps the box. What depends on the axes alone is computed once per
+    frame for all parts.
     """
-    absr = np.abs(rot)
-    centre = p + matvec(rot, cen_g)  # part centre in the model frame
-    sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
-    local = matvec(rot.swapaxes(1, 2), -centre)  # box centre relative to the part, gripper axes
-    radius = matvec(absr.swapaxes(1, 2), half)
-    sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
-    for i in range(3):  # edge-edge axes g_i x e_k
-        for k in range(3):
-            axis = np.cross(rot[:, :, i], np.eye(3)[k])
-            usable = norm(axis) > 1e-6  # parallel edges: face axes decide
-            r_part = dot(np.abs(matvec(rot.swapaxes(1, 2), axis)), ext_g)
-            r_box = dot(np.abs(axis), half)
-            sep |= usable & (np.abs(dot(centre, axis)) > r_part + r_box)
-    return sep
+    absr = np.abs(frames)
+    rot_t = np.ascontiguousarray(frames.swapaxes(1, 2))  # rows: gripper axes
+    radius = matvec(absr.swapaxes(1, 2), half)[which]  # the box's half size along gripper axes
+    axes = np.cross(rot_t[:, :, None], np.eye(3)).reshape(-1, 9, 3)  # edge-edge axes g_i x e_k
+    usable = (norm(axes) > 1e-6)[which]  # parallel edges: face axes decide
+    axes_g = np.abs(matvec(rot_t[:, None], axes))[which]  # the axes in the gripper frame
+    r_box = dot(np.abs(axes), half)[which]
+    rot, absr, rot_t, axes = frames[which], absr[which], rot_t[which], axes[which]
+    clear = np.ones(len(which), bool)
+    for cen_g, ext_g in parts:
+        centre = p + matvec(rot, cen_g)  # part centre in the model frame
+        sep = np.any(np.abs(centre) > half + matvec(absr, ext_g), axis=1)
+        local = matvec(rot_t, -centre)  # box centre relative to the part, gripper axes
+        sep |= np.any(np.abs(local) > ext_g + radius, axis=1)
+        r_part = dot(axes_g, ext_g[:, None])
+        sep |= np.any(usable & (np.abs(dot(centre[:, None], axes)) > r_part + r_box), axis=1)
+        clear &= sep
+    return clear
 
 
 def _gripper_parts(width, depth, gripper: Gripper = GRASPNET_GRIPPER):
@@ -193,9 +213,11 @@ def _gripper_parts(width, depth, gripper: Gripper = GRASPNET_GRIPPER):
     return left, right, base, hull
 
 
-def _cells(mu, width, points, grid, gripper: Gripper | None = None):
-    """Rotation, origin, width and depth of every cell with mu > 0 (flat index order); the
-    angles and depths are the gripper's (None: GraspNet's a * pi / 12 and (d + 1) * 0.01)."""
+def _cells(mu, width, grid, gripper: Gripper | None = None):
+    """Cells with mu > 0 (flat index order): flat index, the (V * A, 3, 3) rotations and each
+    cell's one, its label point, width and depth; the angles and depths are the gripper's (None:
+    GraspNet's a * pi / 12 and (d + 1) * 0.01). Cells share the rotations and the points, so
+    what depends on those alone is computed once and gathered."""
     v, a, d = grid
     idx = np.flatnonzero(mu.reshape(-1) > 0)
     pi, vi, ai, di = np.unravel_index(idx, mu.shape)
@@ -203,20 +225,17 @@ def _cells(mu, width, points, grid, gripper: Gripper | None = None):
         rot, depths = grasp_frames(v, a), _depths(d)
     else:
         rot, depths = grasp_frames(v, a, gripper.angles()), gripper.depths()
-    return idx, rot[vi, ai], np.asarray(points, np.float64)[pi], \
+    return idx, rot.reshape(-1, 3, 3), vi * rot.shape[1] + ai, pi, \
         width.reshape(-1)[idx].astype(np.float64), depths[di]
 
 
 def box_self_collision(half, points, mu, width, grid) -> np.ndarray:
     """(Np, V, A, D) bool: fingers or base overlap the box, for cells with mu > 0."""
     out = np.zeros(mu.size, bool)
-    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid)
     if len(idx):
-        left, right, base, _ = _gripper_parts(w, dep)
-        free = np.ones(len(idx), bool)
-        for cen, ext in (left, right, base):
-            free &= _separated(cen, ext, rot, p, np.asarray(half, np.float64))
-        out[idx] = ~free
+        out[idx] = ~_separated(_gripper_parts(w, dep)[:3], frames, fi,
+                               np.asarray(points, np.float64)[pi], np.asarray(half, np.float64))
     return out.reshape(mu.shape)
 
 
@@ -227,34 +246,35 @@ def scene_collision(own_collision, mu, width, points, grid, pose, others) -> np.
     boxes of the scene. The table top is z = 0 of the table frame.
     """
     out = own_collision.reshape(-1).copy()
-    idx, rot, p, w, dep = _cells(mu, width, points, grid)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid)
     keep = ~out[idx]
-    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    idx, fi, pi, w, dep = idx[keep], fi[keep], pi[keep], w[keep], dep[keep]
     if not len(idx):
         return out.reshape(mu.shape)
+    points = np.asarray(points, np.float64)
     r_t, t_t = pose[:3, :3], pose[:3, 3]
     (hull_c, hull_e) = _gripper_parts(w, dep)[3]
-    hit = _below_table(rot, p, hull_c, hull_e, pose)
+    hit = _below_table(frames, fi, points, pi, hull_c, hull_e, pose)
     reach = norm(hull_e + np.abs(hull_c))
     for half, other in others:
         inv = rigid_inverse(other)
         r_o = matmul(inv[:3, :3], r_t)
-        # gripper origin in the other's frame
-        p_o = matvec(r_o, p) + (matvec(inv[:3, :3], t_t) + inv[:3, 3])
-        near = ~hit & (norm(p_o) < reach + norm(half))
+        # gripper origins (the label points) in the other's frame
+        points_o = matvec(r_o, points) + (matvec(inv[:3, :3], t_t) + inv[:3, 3])
+        near = ~hit & (norm(points_o)[pi] < reach + norm(half))
         if near.any():
-            rot_o = matmul(r_o, rot[near])
-            hit[near] = ~_separated(hull_c[near], hull_e[near], rot_o, p_o[near],
-                                    np.asarray(half, np.float64))
+            hit[near] = ~_separated([(hull_c[near], hull_e[near])], matmul(r_o, frames),
+                                    fi[near], points_o[pi[near]], np.asarray(half, np.float64))
     out[idx[hit]] = True
     return out.reshape(mu.shape)
 
 
-def _below_table(rot, p, hull_c, hull_e, pose) -> np.ndarray:
-    """Cells whose gripper hull reaches below the table top (z = 0 of the table frame)."""
+def _below_table(frames, which, points, point, hull_c, hull_e, pose) -> np.ndarray:
+    """Cells (rotation ``frames[which]``, origin ``points[point]``) whose gripper hull reaches
+    below the table top (z = 0 of the table frame)."""
     r_t, t_t = pose[:3, :3], pose[:3, 3]
-    rot_t = matmul(r_t, rot)  # gripper axes in the table frame
-    centre_t = matvec(r_t, p) + t_t + matvec(rot_t, hull_c)
+    rot_t = matmul(r_t, frames)[which]  # gripper axes in the table frame
+    centre_t = (matvec(r_t, points) + t_t)[point] + matvec(rot_t, hull_c)
     return centre_t[:, 2] - dot(np.abs(rot_t[:, 2, :]), hull_e) < 0
 
 
@@ -349,9 +369,10 @@ def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
     ``gripper`` gives the fingers, base, angles and depths (None: GraspNet's); the cells are
     tested ``chunk`` at a time."""
     out = np.zeros(mu.size, bool) if skip is None else skip.reshape(-1).copy()
-    idx, rot, p, w, dep = _cells(mu, width, points, grid, gripper)
+    idx, frames, fi, pi, w, dep = _cells(mu, width, grid, gripper)
     keep = ~out[idx]
-    idx, rot, p, w, dep = idx[keep], rot[keep], p[keep], w[keep], dep[keep]
+    idx, fi, pi, w, dep = idx[keep], fi[keep], pi[keep], w[keep], dep[keep]
+    points = np.asarray(points, np.float64)
     g = GRASPNET_GRIPPER if gripper is None else gripper
     obstacle_points = np.asarray(obstacle_points, np.float64)
     for s in range(0, len(idx), chunk):
@@ -359,11 +380,11 @@ def points_collision(mu, width, points, grid, obstacle_points: np.ndarray,
         hit = np.zeros(len(idx[part]), bool)
         if table_pose is not None:
             hull_c, hull_e = _gripper_parts(w[part], dep[part], g)[3]
-            hit |= _below_table(rot[part], p[part], hull_c, hull_e, table_pose)
+            hit |= _below_table(frames, fi[part], points, pi[part], hull_c, hull_e, table_pose)
         if len(obstacle_points):
             rows = np.zeros((len(hit), 17))
             rows[:, 1], rows[:, 2], rows[:, 3] = w[part], g.height, dep[part]
-            rows[:, 4:13], rows[:, 13:16] = rot[part].reshape(-1, 9), p[part]
+            rows[:, 4:13], rows[:, 13:16] = frames[fi[part]].reshape(-1, 9), points[pi[part]]
             hit |= gripper_collision(rows, obstacle_points, g.height, g.base_depth,
                                      g.finger_width, empty_thresh=0)[0]
         out[idx[part][hit]] = True
@@ -377,35 +398,31 @@ def tolerance_labels(points: np.ndarray, mu: np.ndarray, mu_thresh: float = 0.55
     For radii r = 0, 0.001, ..., 0.050: over the label points within r (distance <= r, the point
     itself included), the fraction with 0 < μ <= 0.55 per cell; cells at >= 0.8 get r; the loop
     stops at the first radius where no cell passes. Radii with the same neighbours pass the same
-    cells, so each point is checked once per distinct neighbour count, on the cells where some
-    neighbour is good (no other cell can pass).
+    cells, so each point is checked once per distinct neighbour count, nearest neighbours first
+    (a running count of good neighbours per cell), on the cells where some label point is good
+    (no other cell can pass).
     """
     n = len(points)
     good = ((mu > 0) & (mu <= mu_thresh)).reshape(n, -1)
+    cols = np.flatnonzero(good.any(0))
+    good_cols = good[:, cols]
     p = np.asarray(points, np.float32)
     dists = np.linalg.norm(p[:, None, :] - p[None, :, :], axis=-1)
     radii = np.float32(_TOLERANCE_RADII)
     counts = (dists[:, :, None] <= radii).sum(1)  # (n, R) neighbours within each radius
+    need = np.ceil(ratio_thresh * counts - 1e-9)  # the worker's mean >= 0.8
+    orders = np.argsort(dists, axis=1, kind='stable')
     out = np.zeros(good.shape, np.float32)
     for i in range(n):
-        order = np.argsort(dists[i], kind='stable')[:counts[i, -1]]
-        sizes, first_radius = np.unique(counts[i], return_index=True)  # distinct neighbour counts
-        last_radius = np.append(first_radius[1:], len(radii)) - 1  # last radius of each count
-        best = np.full(good.shape[1], -1)
-        limit = 8  # the loop usually stops after a few radii: look at more neighbours only then
-        while True:
-            use = sizes <= limit
-            near = good[order[:sizes[use][-1]]]
-            cols = np.flatnonzero(near.any(0))
-            cum = np.cumsum(near[:, cols], axis=0, dtype=np.int16)  # good among the j nearest
-            need = np.ceil(ratio_thresh * sizes[use] - 1e-9)  # the worker's mean >= 0.8
-            passing = cum[sizes[use] - 1] >= need[:, None]
-            alive = np.cumprod(passing.any(1)).astype(bool)  # breaks at the first empty radius
-            passing &= alive[:, None]
-            hit = passing.any(0)
-            best[cols[hit]] = (len(passing) - 1 - np.argmax(passing[::-1], axis=0))[hit]
-            if not alive[-1] or use.all():
+        good_near = np.zeros(len(cols), np.int16)  # good cells among the neighbours so far
+        best = np.zeros(len(cols), np.float32)
+        seen = 0
+        for r in np.flatnonzero(np.diff(counts[i], append=-1)):  # last radius of each count
+            good_near += good_cols[orders[i, seen:counts[i, r]]].sum(0, dtype=np.int16)
+            seen = counts[i, r]
+            passing = good_near >= need[i, r]
+            if not passing.any():  # the worker's loop breaks at the first empty radius
                 break
-            limit *= 4
-        out[i] = np.where(best >= 0, radii[last_radius[np.maximum(best, 0)]], 0)
+            best[passing] = radii[r]
+        out[i, cols] = best
     return out.reshape(mu.shape)
