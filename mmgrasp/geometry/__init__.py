@@ -1,6 +1,8 @@
 """Grasp geometry shared by the datasets (synthetic labels), the models (test-time collision
-filter, template views) and the evaluation: numpy/torch array functions, no mmgrasp imports
-from above this layer (docs/advanced_guides/architecture.md).
+filter, template views) and the evaluation: numpy/torch array functions, and compiled loops
+(numba, :mod:`.compiled`) where a rule pays for every grasp-point or grasp-grasp pair (the
+gripper test, nearest points, NMS); no mmgrasp imports from above this layer
+(docs/advanced_guides/architecture.md).
 
 Rules come from graspnetAPI (``utils/eval_utils.py``), its dexnet copy (``grasp.py``,
 ``contacts.py``, ``quality.py``, ``meshpy/sdf.py``) and graspnet-baseline's

@@ -2,8 +2,10 @@
 reference test scripts' ``ModelFreeCollisionDetector``.
 
 Gripper frame: x along the approach (towards the object), y between the jaws, z the jaw height;
-the grasp translation is the origin, ``depth`` how far the finger tips reach past it. Both
-checks transform points into every grasp's frame, chunked over grasps so memory stays bounded.
+the grasp translation is the origin, ``depth`` how far the finger tips reach past it. The
+evaluation's check runs as a compiled loop over grasp-point pairs (:mod:`.compiled`); the
+detectors transform points into every grasp's frame, chunked over grasps so memory stays
+bounded.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def _column(d: list, r: np.ndarray) -> np.ndarray:
 
 def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,
                       depth_base: float = 0.02, finger_width: float = 0.01,
-                      empty_thresh: int = 10, chunk: int = 64):
+                      empty_thresh: int = 10):
     """graspnetAPI's ``collision_detection`` for one object's grasps against ``points``.
 
     Args:
@@ -43,45 +45,35 @@ def gripper_collision(grasps: np.ndarray, points: np.ndarray, height: float = 0.
         ``empty_thresh`` points between the fingers), as graspnetAPI counts it.
     """
     hit, empty = gripper_contacts(grasps, points, height, depth_base, finger_width,
-                                  empty_thresh, chunk)
+                                  empty_thresh)
     return hit | empty, empty
 
 
 def gripper_contacts(grasps: np.ndarray, points: np.ndarray, height: float = 0.02,
                      depth_base: float = 0.02, finger_width: float = 0.01,
-                     empty_thresh: int = 10, chunk: int = 64):
+                     empty_thresh: int = 10, within=None):
     """The two verdicts :func:`gripper_collision` merges, apart: (hit, empty) bool (G,) each -
     points inside a finger or the palm, and fewer than ``empty_thresh`` points between the
-    fingers (a grasp can be both)."""
-    grasps = np.asarray(grasps)
-    g = len(grasps)
-    hit = np.zeros(g, dtype=bool)
-    empty = np.zeros(g, dtype=bool)
-    for s in range(0, g, chunk):
-        part = grasps[s:s + chunk]
-        t, rot = part[:, GRASP_TRANSLATION], part[:, GRASP_ROTATION].reshape(-1, 3, 3)
-        d = [points[None, :, k] - t[:, k, None] for k in range(3)]
-        z = _column(d, rot[:, :, 2, None])
-        # every region lies in the jaws' height band: x and y of its points only, the same
-        # sums as _points_in_gripper's
-        grasp, point = np.nonzero((z > -height / 2) & (z < height / 2))
-        band = [c[grasp, point] for c in d]
-        x, y = (_column(band, rot[grasp, :, j]) for j in (0, 1))
-        depths = part[:, 3][grasp]
-        half = (part[:, 1] / 2)[grasp]
-        mask2 = (x > -depth_base) & (x < depths)
-        mask3 = y > -(half + finger_width)
-        mask4 = y < -half
-        mask5 = y < (half + finger_width)
-        mask6 = y > half
-        mask7 = (x > -(depth_base + finger_width)) & (x < -depth_base)
-        left = mask2 & mask3 & mask4
-        right = mask2 & mask5 & mask6
-        bottom = mask3 & mask5 & mask7
-        inner = mask2 & ~mask4 & ~mask6
-        e = np.bincount(grasp[inner], minlength=len(part)) < empty_thresh
-        hit[s:s + chunk] = np.bincount(grasp[left | right | bottom], minlength=len(part)) > 0
-        empty[s:s + chunk] = e
+    fingers (a grasp can be both).
+
+    ``within=(lo, hi)`` counts only the points strictly inside that box (graspnetAPI's object
+    workspace) without copying them out. Computed in float64 by a compiled loop
+    (:func:`.compiled.jaw_contacts`): the evaluation tests ~10^5 grasp-point pairs a frame.
+    """
+    from .compiled import jaw_contacts  # numba: imported when a collision is first tested
+    grasps = np.asarray(grasps, dtype=np.float64).reshape(-1, 17)
+    points = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
+    if within is None:
+        lo, hi = np.full(3, -np.inf), np.full(3, np.inf)
+    else:
+        lo, hi = (np.asarray(b, dtype=np.float64).reshape(3) for b in within)
+    half = grasps[:, 1] / 2
+    hit = np.zeros(len(grasps), dtype=bool)
+    empty = np.zeros(len(grasps), dtype=bool)
+    jaw_contacts(points, lo, hi, np.ascontiguousarray(grasps[:, GRASP_TRANSLATION]),
+                 np.ascontiguousarray(grasps[:, GRASP_ROTATION]).reshape(-1, 3, 3),
+                 np.ascontiguousarray(grasps[:, 3]), half, half + finger_width, height / 2,
+                 depth_base, depth_base + finger_width, int(empty_thresh), hit, empty)
     return hit, empty
 
 

@@ -64,15 +64,23 @@ class PosedTable:
         self.slack = slack
 
     def inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Posed table points p with lo < p < hi on every axis, (N, 3)."""
+        """Posed table points p with lo < p < hi on every axis, (N, 3).
+
+        The grid points of the reachable cells are written straight from the axes (the values
+        :func:`table_points` holds, in its order) as homogeneous columns, and posed by one
+        product with ``transform_points``'s arithmetic (the same BLAS call on the same
+        numbers)."""
         corners = transform_points(np.where(_CORNERS, hi, lo), self.to_table)
-        ranges = []
-        for axis, a, b in zip(self.axes, corners.min(0) - self.slack, corners.max(0) + self.slack):
-            ranges.append(np.arange(np.searchsorted(axis, a), np.searchsorted(axis, b, 'right')))
-        ix, iy, iz = ranges
-        nx, nz = len(self.axes[0]), len(self.axes[2])
-        index = ((iy[:, None, None] * nx + ix[None, :, None]) * nz + iz[None, None, :]).ravel()
-        posed = transform_points(self.points[index], self.to_frame)
+        ranges = [axis[np.searchsorted(axis, a):np.searchsorted(axis, b, 'right')]
+                  for axis, a, b in zip(self.axes, corners.min(0) - self.slack,
+                                        corners.max(0) + self.slack)]
+        x, y, z = ranges
+        grid = np.empty((4, len(y), len(x), len(z)))  # table order: y, x, z (z fastest)
+        grid[0] = x[None, :, None]
+        grid[1] = y[:, None, None]
+        grid[2] = z[None, None, :]
+        grid[3] = 1.0
+        posed = np.matmul(self.to_frame, grid.reshape(4, -1))[:3].T
         return posed[in_box(posed, lo, hi)]
 
 
@@ -99,12 +107,17 @@ def transform_points(points: np.ndarray, trans: np.ndarray) -> np.ndarray:
     return np.matmul(trans, np.concatenate([points, ones], axis=-1).T).T[:, :3]
 
 
-def nearest_indices(queries: np.ndarray, points: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """Index of the nearest of ``points`` for each query (ties: the first), chunked."""
+def nearest_indices(queries: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Index of the nearest of ``points`` for each query, as ``argmin`` of the Euclidean
+    distances picks it (ties: the first; float64), in a compiled loop
+    (:func:`.compiled.nearest_rows`)."""
+    from .compiled import nearest_rows  # numba: imported on first use
+    queries = np.ascontiguousarray(queries, dtype=np.float64).reshape(-1, 3)
+    points = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
+    if len(points) == 0 and len(queries):
+        raise ValueError('nearest_indices: no points to choose from')
     out = np.empty(len(queries), dtype=np.int64)
-    for s in range(0, len(queries), chunk):
-        d = np.linalg.norm(queries[s:s + chunk, None, :] - points[None, :, :], axis=-1)
-        out[s:s + chunk] = np.argmin(d, axis=-1)
+    nearest_rows(queries, points, out)
     return out
 
 

@@ -11,6 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def _stable_if_distinct(values: np.ndarray):
+    """``np.argsort(values, kind='stable')`` when no two values are equal (as ``np.unique``
+    counts them: -0.0 equals 0.0, NaNs equal each other), else None: any sort then agrees."""
+    order = np.argsort(values, kind='stable')
+    ordered = values[order]
+    if (ordered[1:] == ordered[:-1]).any() or np.count_nonzero(ordered != ordered) > 1:
+        return None
+    return order
+
+
 def _less(a: float, b: float) -> bool:
     return a < b or (b != b and a == a)  # numpy's float order: NaN last
 
@@ -19,8 +29,9 @@ def legacy_numpy_argsort(values: np.ndarray) -> np.ndarray:
     """``np.argsort(values)`` as numpy 1.23 computes it (``aquicksort_``)."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     n = len(v)
-    if len(np.unique(v)) == n:
-        return np.argsort(v, kind='stable')
+    order = _stable_if_distinct(v)
+    if order is not None:
+        return order
     v = v.tolist()
     a = list(range(n))
     if n < 2:
@@ -104,8 +115,9 @@ def std_sort_descending(scores: np.ndarray) -> np.ndarray:
     (grasp_nms's ``reverse_argsort``)."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     n = len(s)
-    if len(np.unique(s)) == n:
-        return np.argsort(-s, kind='stable')
+    order = _stable_if_distinct(-s)
+    if order is not None:
+        return order
     key = s.tolist()
     a = list(range(n))
 

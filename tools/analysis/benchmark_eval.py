@@ -178,11 +178,10 @@ def machine_ceiling(job: list, nproc: int, repeat: int) -> float:
 
 
 # the steps of evaluate_frames that --steps times, as frame_eval names them
-STEPS = {'collision test (gripper_contacts)': 'gripper_contacts',
+STEPS = {'collision test in the workspaces (gripper_contacts)': 'gripper_contacts',
          'force-closure test (grasps_friction)': 'grasps_friction',
          'grasp NMS (grasp_nms)': 'grasp_nms',
          'grasp to object (nearest_indices)': 'nearest_indices',
-         'object workspaces (in_box)': 'in_box',
          'models posed (transform_points)': 'transform_points',
          'score sorts (legacy_numpy_argsort)': 'legacy_numpy_argsort'}
 TABLE_STEP = 'table near the objects (PosedTable.inside)'

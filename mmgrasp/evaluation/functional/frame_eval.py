@@ -11,7 +11,7 @@ from mmgrasp.geometry.contacts import close_jaws
 from mmgrasp.geometry.gripper import GRASPNET_GRIPPER, Gripper
 from mmgrasp.geometry.force_closure import (GRASPNET_FRICTION_COEFFICIENTS,
                                             force_closure_min_friction)
-from mmgrasp.geometry.points import PosedTable, in_box, nearest_indices, transform_points
+from mmgrasp.geometry.points import PosedTable, nearest_indices, transform_points
 from mmgrasp.geometry.sdf import SignedDistanceField, SignedDistanceFields
 
 from mmgrasp.geometry.nms import grasp_nms
@@ -193,9 +193,8 @@ def _select(grasps, models, sdfs, poses, table, top_k, max_width, per_object, wi
     checked = []
     for i, (lo, hi) in boxes.items():
         g = per_obj[i]
-        work = scene[in_box(scene, lo, hi)]
-        hit, empty = gripper_contacts(g, work, gripper.height, gripper.base_depth,
-                                      gripper.finger_width)
+        hit, empty = gripper_contacts(g, scene, gripper.height, gripper.base_depth,
+                                      gripper.finger_width, within=(lo, hi))
         checked.append((i, g, hit, empty, ~(hit | empty)))
     return out, checked
 

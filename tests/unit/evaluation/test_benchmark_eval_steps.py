@@ -43,7 +43,7 @@ def test_steps_option_adds_the_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert report['d']['steps']['total'] > 0
     assert '| step (CPU ms/frame, 1 proc, models read) | d |' in out
-    assert '| collision test (gripper_contacts) |' in out
+    assert '| collision test in the workspaces (gripper_contacts) |' in out
 
 
 def test_a_nested_step_counts_in_the_outer_one(tmp_path, monkeypatch):

@@ -1,16 +1,13 @@
 """The evaluator's fast formulations against direct ones written from graspnetAPI's rules.
 
-Each fast path (the table posed near the boxes only, NMS in blocks with grasp_nms's
-arithmetic, the gripper regions tested inside the height band only, voxels by one integer key,
-an SDF re-sampled without recomputation) must give exactly what the direct rule gives.
+Each fast path (the table posed near the boxes only, the gripper test, voxels by one integer
+key, an SDF re-sampled without recomputation) must give exactly what the direct rule gives;
+grasp NMS is checked with the compiled loops (tests/unit/geometry/test_compiled.py).
 """
-import math
-
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mmgrasp.evaluation.functional import grasp_nms
 from mmgrasp.geometry import (PosedTable, SignedDistanceField, SignedDistanceFields, close_jaws,
                               gripper_collision, table_points, transform_points,
                               voxel_downsample)
@@ -49,48 +46,6 @@ def test_posed_table_check_catches_a_box_cut_too_tight():
     lo, hi = every[1000] - 0.1, every[1000] + 0.1
     direct = every[np.all((every > lo) & (every < hi), axis=1)]
     assert len(PosedTable(to_camera, slack=-0.01).inside(lo, hi)) < len(direct)
-
-
-def nms_pairwise(grasps: np.ndarray, translation_thresh=0.03, rotation_thresh=math.pi / 6):
-    """grasp_nms's C++ loop in Python floats: every candidate against every kept grasp."""
-    order = sorted(range(len(grasps)), key=lambda i: -grasps[i, 0])  # distinct scores
-    kept = []
-    for i in order:
-        b = [float(v) for v in grasps[i]]
-        for j in kept:
-            a = [float(v) for v in grasps[j]]
-            square = 0.0
-            for k in range(13, 16):
-                square += (a[k] - b[k]) ** 2
-            trace = 0.0
-            for row in range(3):
-                dot = 0.0
-                for k in range(3):
-                    dot += a[4 + 3 * row + k] * b[4 + 3 * row + k]
-                trace += dot
-            trace = min(3.0, max(-1.0, trace))
-            if math.sqrt(square) < translation_thresh and \
-                    math.acos(0.5 * (trace - 1.0)) < rotation_thresh:
-                break
-        else:
-            kept.append(i)
-    return grasps[kept]
-
-
-@pytest.mark.parametrize('n,spread,turn', [(5, 0.05, 0.3), (100, 0.06, 0.4), (300, 0.1, 0.5),
-                                           (90, 0.03, 0.1)])
-def test_nms_equals_the_pairwise_rule(n, spread, turn):
-    rs = np.random.RandomState(n)
-    grasps = np.zeros((n, 17))
-    grasps[:, 0] = rs.permutation(n) / n
-    rotations = Rotation.random(random_state=n) * Rotation.from_rotvec(rs.randn(n, 3) * turn)
-    grasps[:, 4:13] = rotations.as_matrix().reshape(n, 9)
-    # translations on a 1 cm lattice: many pairs exactly 0.03 apart, on the threshold
-    grasps[:, 13:16] = np.round(rs.rand(n, 3) * spread, 2)
-    kept = grasp_nms(grasps)
-    expected = nms_pairwise(grasps)
-    assert 0 < len(kept) < n or n == 5
-    np.testing.assert_array_equal(kept, expected)
 
 
 def gripper_collision_direct(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
