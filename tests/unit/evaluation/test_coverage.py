@@ -1,6 +1,6 @@
 """An incomplete split or a frame sample is evaluated, labelled as such and warned about, the
 same way in eval_dump.py / mmgrasp-eval and GraspNetMetric (tools/test.py); --require-complete
-makes it an error (issue 23 item 2)."""
+makes it an error."""
 import json
 import os
 

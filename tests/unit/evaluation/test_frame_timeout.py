@@ -1,4 +1,4 @@
-"""frame_timeout holds with one process too (issue 23 item 4): the serial path (the default of
+"""frame_timeout holds with one process too: the serial path (the default of
 eval_dump.py and GraspNetMetric) stops a frame that runs past it, as the parallel path does."""
 import threading
 import time

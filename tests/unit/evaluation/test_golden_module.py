@@ -1,5 +1,5 @@
 """The graspnetAPI golden module fails when GraspNetMetric cannot be imported: a skip would turn
-a broken metric into a green run (issue 23 item 13)."""
+a broken metric into a green run."""
 import os
 import subprocess
 import sys

@@ -67,7 +67,7 @@ def test_dataset_matches_the_golden_one(dataset_root, golden_set):
 
 @pytest.mark.parametrize('golden_set', SETS)
 def test_golden_records_what_graspnetapi_reported(golden_set):
-    """The version is what the import reported (issue 23 item 13), not a hand-written string."""
+    """The version is what the import reported, not a hand-written string."""
     golden = _golden(golden_set)
     identity = golden['graspnetAPI']
     assert isinstance(identity, dict), identity
@@ -178,8 +178,8 @@ def _expected_arrays(golden_set, name):
 @pytest.mark.parametrize('golden_set,name', CASES)
 def test_kept_grasps_scores_and_collisions_equal_graspnetapi(dataset_root, golden_set, name):
     """Per frame, the rows graspnetAPI kept (NMS, top 10 per object, sorted), their friction
-    score (-1: collided, empty or no force closure) and collision-or-empty mask (issue 23 item
-    13: committed, now asserted)."""
+    score (-1: collided, empty or no force closure) and collision-or-empty mask, as committed
+    with the goldens."""
     expected = _expected_arrays(golden_set, name)
     dump = os.path.join(SETS[golden_set], 'dumps', name)
     assert kept_grasp_differences(golden_set, name, dataset_root(golden_set), dump,

@@ -1,5 +1,5 @@
 """Model files as graspnetAPI's open3d reader sees them: ASCII PLY values are doubles parsed from
-their text, binary ``float`` values are float32 widened (issue 23 item 3)."""
+their text, binary ``float`` values are float32 widened."""
 import os
 
 import numpy as np
