@@ -6,6 +6,8 @@ the nearest point (``nearest_rows``, behind nearest_indices) against numpy's arg
 Python floats; and mutants of each loop that the comparisons catch."""
 import inspect
 import math
+import subprocess
+import sys
 import textwrap
 
 import numba
@@ -15,6 +17,18 @@ from scipy.spatial.transform import Rotation
 
 from mmgrasp.geometry import grasp_nms, gripper_contacts, nearest_indices
 from mmgrasp.geometry import compiled
+
+
+def test_numba_is_imported_on_first_use_only():
+    """numba costs ~0.2 s to import and more to load the compiled code: only a process that
+    tests a collision pays it, not every tool that imports mmgrasp."""
+    code = ('import sys, numpy as np, mmgrasp.geometry, mmgrasp.evaluation.graspnet_dump_eval; '
+            'print("numba" in sys.modules); '
+            'mmgrasp.geometry.gripper_contacts(np.zeros((1, 17)), np.zeros((1, 3))); '
+            'print("numba" in sys.modules)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert out.stdout.split() == ['False', 'True'], out.stdout
 
 
 def contacts_every_pair(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
