@@ -60,7 +60,7 @@ class PosedTable:
                  grid_size: float = 0.008, slack: float = 1e-3):
         self.to_frame = np.asarray(to_frame)
         self.to_table = np.linalg.inv(self.to_frame.astype(np.float64))
-        self.points, self.axes = _table_grid(lx, ly, lz, dx, dy, dz, grid_size)
+        self.axes = _grid_axes(lx, ly, lz, dx, dy, dz, grid_size)
         self.slack = slack
 
     def inside(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -93,12 +93,12 @@ def in_box(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def _table_grid(lx, ly, lz, dx, dy, dz, grid_size) -> tuple:
-    """The table points (read-only) and the coordinates along each axis that they take."""
-    points = table_points(lx, ly, lz, dx, dy, dz, grid_size)
-    points.flags.writeable = False
-    axes = [a + d for a, d in zip(_table_axes(lx, ly, lz, grid_size), (dx, dy, dz))]
-    return points, axes
+def _grid_axes(lx, ly, lz, dx, dy, dz, grid_size) -> tuple:
+    """The coordinates along x, y and z that the table points take (read-only)."""
+    axes = tuple(a + d for a, d in zip(_table_axes(lx, ly, lz, grid_size), (dx, dy, dz)))
+    for axis in axes:
+        axis.flags.writeable = False
+    return axes
 
 
 def transform_points(points: np.ndarray, trans: np.ndarray) -> np.ndarray:
