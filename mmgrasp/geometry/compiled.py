@@ -6,7 +6,8 @@ The loops keep the numpy forms' arithmetic: every sum is written out in the orde
 code evaluated it, no fused multiply-add and no reassociation (numba's default, ``fastmath``
 off), so each verdict is the one the array rule gives (tests/unit/geometry/test_compiled.py
 checks them against the rule over every pair). numba is imported on first use, not with
-:mod:`mmgrasp.geometry`; compiled code is cached next to this file (``cache=True``).
+:mod:`mmgrasp.geometry`; compiled code is cached next to this file or in the user's cache
+folder, and compiled in memory for each process where neither can be written.
 """
 from __future__ import annotations
 
@@ -14,7 +15,19 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, nogil=True)
+def _compiled(function):
+    """``numba.njit`` with the machine code cached on disk; where numba finds no folder it may
+    write (a read-only install without a user cache), the function is compiled in memory
+    instead of failing the import."""
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError as err:
+        if 'no locator available' not in str(err):
+            raise
+        return numba.njit(nogil=True)(function)
+
+
+@_compiled
 def jaw_contacts(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, translation: np.ndarray,
                  rotation: np.ndarray, depth: np.ndarray, half: np.ndarray, outer: np.ndarray,
                  band: float, base: float, base_outer: float, empty_thresh: int,
@@ -67,7 +80,7 @@ def jaw_contacts(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, translation
         empty[g] = between < empty_thresh
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def nearest_rows(queries: np.ndarray, points: np.ndarray, out: np.ndarray) -> None:
     """``out[i]``: the row of ``points`` nearest to ``queries[i]``, as ``np.argmin`` of
     ``np.linalg.norm(q - points, axis=1)`` picks it: the distance ``sqrt((d0^2 + d1^2) +
@@ -90,7 +103,7 @@ def nearest_rows(queries: np.ndarray, points: np.ndarray, out: np.ndarray) -> No
         out[i] = row
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def nms_keep(translation: np.ndarray, rotation: np.ndarray, translation_thresh: float,
              rotation_thresh: float, keep: np.ndarray) -> None:
     """grasp_nms's greedy loop over rows sorted best first: ``keep[i]`` unless a kept, better

@@ -6,6 +6,7 @@ the nearest point (``nearest_rows``, behind nearest_indices) against numpy's arg
 Python floats; and mutants of each loop that the comparisons catch."""
 import inspect
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,22 @@ def test_numba_is_imported_on_first_use_only():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          timeout=300, check=True)
     assert out.stdout.split() == ['False', 'True'], out.stdout
+
+
+def test_no_writable_cache_folder_compiles_in_memory():
+    """Where numba finds no folder to cache in (a read-only install without a user cache;
+    simulated by allowing only the locator for zipped packages), the loops still compile and
+    give their results instead of failing the import."""
+    code = ('import numpy as np; from mmgrasp.geometry import gripper_contacts, grasp_nms, '
+            'nearest_indices; g = np.zeros((2, 17)); g[:, 4:13] = np.eye(3).ravel(); '
+            'g[1, 13] = 1.0; '
+            'print(gripper_contacts(g, np.zeros((1, 3)))[1].tolist(), len(grasp_nms(g)), '
+            'nearest_indices(np.ones((1, 3)), np.zeros((2, 3))).tolist())')
+    env = dict(os.environ, NUMBA_CACHE_LOCATOR_CLASSES='ZipCacheLocator')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split('\n')[0] == '[True, True] 2 [0]', out.stdout
 
 
 def contacts_every_pair(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
