@@ -1,16 +1,14 @@
 """The evaluator's fast formulations against direct ones written from graspnetAPI's rules.
 
-Each fast path (the table posed near the boxes only, the gripper test, voxels by one integer
-key, an SDF re-sampled without recomputation) must give exactly what the direct rule gives;
-grasp NMS is checked with the compiled loops (tests/unit/geometry/test_compiled.py).
+Each fast path (the table posed near the boxes only, voxels by one integer key, an SDF
+re-sampled without recomputation) must give exactly what the direct rule gives; the gripper
+test and grasp NMS are checked with the compiled loops (tests/unit/geometry/test_compiled.py).
 """
 import numpy as np
-import pytest
 from scipy.spatial.transform import Rotation
 
 from mmgrasp.geometry import (PosedTable, SignedDistanceField, SignedDistanceFields, close_jaws,
-                              gripper_collision, table_points, transform_points,
-                              voxel_downsample)
+                              table_points, transform_points, voxel_downsample)
 
 
 def random_pose(seed: int) -> np.ndarray:
@@ -46,54 +44,6 @@ def test_posed_table_check_catches_a_box_cut_too_tight():
     lo, hi = every[1000] - 0.1, every[1000] + 0.1
     direct = every[np.all((every > lo) & (every < hi), axis=1)]
     assert len(PosedTable(to_camera, slack=-0.01).inside(lo, hi)) < len(direct)
-
-
-def gripper_collision_direct(grasps, points, height=0.02, depth_base=0.02, finger_width=0.01,
-                             empty_thresh=10):
-    """graspnetAPI's collision_detection: every region's mask over every point."""
-    target = np.matmul(points[None] - grasps[:, None, 13:16], grasps[:, 4:13].reshape(-1, 3, 3))
-    x, y, z = target[..., 0], target[..., 1], target[..., 2]
-    depths, half = grasps[:, 3][:, None], grasps[:, 1][:, None] / 2
-    m1 = (z > -height / 2) & (z < height / 2)
-    m2 = (x > -depth_base) & (x < depths)
-    m3, m4 = y > -(half + finger_width), y < -half
-    m5, m6 = y < (half + finger_width), y > half
-    m7 = (x > -(depth_base + finger_width)) & (x < -depth_base)
-    hit = (m1 & m2 & m3 & m4) | (m1 & m2 & m5 & m6) | (m1 & m3 & m5 & m7)
-    empty = (m1 & m2 & ~m4 & ~m6).sum(axis=-1) < empty_thresh
-    return hit.any(axis=-1) | empty, empty
-
-
-def test_gripper_collision_equals_every_mask_over_every_point():
-    rs = np.random.RandomState(1)
-    n = 150  # more than one chunk of 64
-    grasps = np.zeros((n, 17))
-    grasps[:, 1] = 0.02 + rs.rand(n) * 0.08
-    grasps[:, 3] = rs.choice([0.01, 0.02, 0.03, 0.04], n)
-    rotations = Rotation.random(n, random_state=2).as_matrix()
-    grasps[:, 4:13] = rotations.reshape(n, 9)
-    grasps[:, 13:16] = np.arange(n)[:, None] * 0.3  # far apart: each grasp sees its own points
-    clusters = []
-    for i, (_, width, _, depth) in enumerate(grasps[:, :4]):
-        if i % 3:  # between the jaws only, 5 to 19 points: free or empty
-            lo, hi, count = [0.0, -width / 2, -0.01], [depth, width / 2, 0.01], rs.randint(5, 20)
-        else:  # around the whole gripper and its edges: collisions
-            lo, hi, count = [-0.035, -width / 2 - 0.015, -0.012], [depth + 0.01, width / 2 + 0.015,
-                                                                    0.012], 60
-        local = lo + rs.rand(count, 3) * (np.array(hi) - lo)
-        if i % 3 == 2:  # and a few just outside the fingers, which touch nothing
-            side = rs.choice([-1.0, 1.0], 4)
-            beyond = width / 2 + 0.0105 + rs.rand(4) * 0.004
-            outside = np.stack([rs.rand(4) * depth, side * beyond, np.zeros(4)], 1)
-            local = np.concatenate([local, outside])
-        clusters.append(local @ rotations[i].T + grasps[i, 13:16])
-    points = np.concatenate(clusters)
-    collision, empty = gripper_collision(grasps, points)
-    expected_collision, expected_empty = gripper_collision_direct(grasps, points)
-    np.testing.assert_array_equal(empty, expected_empty)
-    np.testing.assert_array_equal(collision, expected_collision)
-    # every outcome occurs: free, empty, and colliding with points between the jaws
-    assert (~collision).sum() > 10 and empty.sum() > 10 and (collision & ~empty).sum() > 10
 
 
 def test_voxel_keys_equal_row_keys():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from mmgrasp.geometry import grasp_nms, gripper_contacts, nearest_indices
+from mmgrasp.geometry import grasp_nms, gripper_collision, gripper_contacts, nearest_indices
 from mmgrasp.geometry import compiled
 
 
@@ -106,6 +106,39 @@ def test_compiled_contacts_equal_every_pair(seed, empty_thresh):
     expected = contacts_every_pair(grasps, points[inside], empty_thresh=empty_thresh)
     np.testing.assert_array_equal(within[0], expected[0])
     np.testing.assert_array_equal(within[1], expected[1])
+
+
+def test_gripper_collision_equals_every_mask_over_every_point():
+    rs = np.random.RandomState(1)
+    n = 150
+    grasps = np.zeros((n, 17))
+    grasps[:, 1] = 0.02 + rs.rand(n) * 0.08
+    grasps[:, 3] = rs.choice([0.01, 0.02, 0.03, 0.04], n)
+    rotations = Rotation.random(n, random_state=2).as_matrix()
+    grasps[:, 4:13] = rotations.reshape(n, 9)
+    grasps[:, 13:16] = np.arange(n)[:, None] * 0.3  # far apart: each grasp sees its own points
+    clusters = []
+    for i, (_, width, _, depth) in enumerate(grasps[:, :4]):
+        if i % 3:  # between the jaws only, 5 to 19 points: free or empty
+            lo, hi, count = [0.0, -width / 2, -0.01], [depth, width / 2, 0.01], rs.randint(5, 20)
+        else:  # around the whole gripper and its edges: collisions
+            lo, hi, count = [-0.035, -width / 2 - 0.015, -0.012], [depth + 0.01, width / 2 + 0.015,
+                                                                    0.012], 60
+        local = lo + rs.rand(count, 3) * (np.array(hi) - lo)
+        if i % 3 == 2:  # and a few just outside the fingers, which touch nothing
+            side = rs.choice([-1.0, 1.0], 4)
+            beyond = width / 2 + 0.0105 + rs.rand(4) * 0.004
+            outside = np.stack([rs.rand(4) * depth, side * beyond, np.zeros(4)], 1)
+            local = np.concatenate([local, outside])
+        clusters.append(local @ rotations[i].T + grasps[i, 13:16])
+    points = np.concatenate(clusters)
+    collision, empty = gripper_collision(grasps, points)
+    expected_hit, expected_empty = contacts_every_pair(grasps, points)
+    expected_collision = expected_hit | expected_empty
+    np.testing.assert_array_equal(empty, expected_empty)
+    np.testing.assert_array_equal(collision, expected_collision)
+    # every outcome occurs: free, empty, and colliding with points between the jaws
+    assert (~collision).sum() > 10 and empty.sum() > 10 and (collision & ~empty).sum() > 10
 
 
 def test_other_gripper_dimensions_reach_the_loop():
@@ -237,22 +270,6 @@ def nms_pairwise(grasps: np.ndarray, translation_thresh=0.03, rotation_thresh=ma
         else:
             kept.append(i)
     return grasps[kept]
-
-
-@pytest.mark.parametrize('n,spread,turn', [(5, 0.05, 0.3), (100, 0.06, 0.4), (300, 0.1, 0.5),
-                                           (90, 0.03, 0.1)])
-def test_nms_equals_the_pairwise_rule(n, spread, turn):
-    rs = np.random.RandomState(n)
-    grasps = np.zeros((n, 17))
-    grasps[:, 0] = rs.permutation(n) / n
-    rotations = Rotation.random(random_state=n) * Rotation.from_rotvec(rs.randn(n, 3) * turn)
-    grasps[:, 4:13] = rotations.as_matrix().reshape(n, 9)
-    # translations on a 1 cm lattice: many pairs exactly 0.03 apart, on the threshold
-    grasps[:, 13:16] = np.round(rs.rand(n, 3) * spread, 2)
-    kept = grasp_nms(grasps)
-    expected = nms_pairwise(grasps)
-    assert 0 < len(kept) < n or n == 5
-    np.testing.assert_array_equal(kept, expected)
 
 
 def lattice_grasps(n, spread, turn):
