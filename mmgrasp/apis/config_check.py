@@ -63,9 +63,23 @@ def _takes_a_number(param: inspect.Parameter) -> bool:
     return note in (int, float, 'int', 'float')
 
 
+def _registered_here_or_above(reg, name: str) -> bool:
+    while reg is not None:
+        reg.import_from_location()  # what ``get`` would import first (once a registry)
+        if name in reg.module_dict:
+            return True
+        reg = reg.parent
+    return False
+
+
 def _lookup(type_name: str) -> list:
     found = []
     for reg in _registries():
+        # A plain name that neither the registry nor its parents hold would make ``get`` try it
+        # as a module path: a failed import that scans sys.path, some 0.3 ms, for every
+        # registry and typed dict (most of a tool's config check). Dotted names still go there.
+        if '.' not in type_name and not _registered_here_or_above(reg, type_name):
+            continue
         try:
             obj = reg.get(type_name)
         except Exception:  # a scope that is not installed: its builder reports it
