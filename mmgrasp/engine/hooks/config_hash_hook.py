@@ -127,6 +127,7 @@ class ConfigHashHook(Hook):
 
     def __init__(self) -> None:
         self._identity: Optional[Tuple[str, str]] = None
+        self._redacted_text: Optional[str] = None
 
     def identity(self, runner) -> Tuple[str, str]:
         """``(hash, canonical text)`` of ``runner.cfg``, computed once."""
@@ -146,8 +147,10 @@ class ConfigHashHook(Hook):
         digest, text = self.identity(runner)
         meta = checkpoint.setdefault('meta', {})
         meta.update(config_hash=digest, hashed_config=text)
-        if 'cfg' in meta:
-            meta['cfg'] = redacted_config(runner.cfg).pretty_text
+        if 'cfg' in meta:  # formatted once a run (yapf, ~0.1 s), as the hash is computed once
+            if self._redacted_text is None:
+                self._redacted_text = redacted_config(runner.cfg).pretty_text
+            meta['cfg'] = self._redacted_text
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if not runner.cfg.get('resume', False):

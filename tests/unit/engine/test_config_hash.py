@@ -128,6 +128,23 @@ def saved_checkpoint(cfg: Config) -> dict:
     return checkpoint
 
 
+def test_the_redacted_config_is_formatted_once_a_run(monkeypatch):
+    """Each checkpoint carries the redacted config text; it is formatted (yapf, about 0.1 s) at
+    the first save and the same text goes into every later one."""
+    from mmgrasp.engine.hooks import config_hash_hook
+    real, calls = config_hash_hook.redacted_config, []
+    monkeypatch.setattr(config_hash_hook, 'redacted_config',
+                        lambda cfg: calls.append(cfg) or real(cfg))
+    hook, stand_in = ConfigHashHook(), runner(make_cfg('dense'))
+    texts = []
+    for epoch in (1, 2, 3):
+        checkpoint = dict(meta=dict(epoch=epoch, cfg='the text mmengine formatted'))
+        hook.before_save_checkpoint(stand_in, checkpoint)
+        texts.append(checkpoint['meta']['cfg'])
+    assert len(calls) == 1
+    assert texts == [real(make_cfg('dense')).pretty_text] * 3
+
+
 def test_hook_is_registered_with_high_priority():
     assert HOOKS.get('ConfigHashHook') is ConfigHashHook
     assert ConfigHashHook.priority == 'VERY_HIGH'
