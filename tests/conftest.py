@@ -72,6 +72,15 @@ def changed_files(before: Dict[str, object], after: Dict[str, object]) -> List[s
             + [f'{rel} (removed)' for rel in sorted(before.keys() - after.keys())])
 
 
+def pytest_collection_modifyitems(config, items):
+    """Test files holding a slow test run first, the others after, each group in collection
+    order. pytest-xdist hands out whole files in this order (``--no-loadscope-reorder`` in
+    setup.cfg; its default order, by number of tests, started the one-test trainings last),
+    so the long files start early and the short ones even out the two processes' ends."""
+    slow = {item.nodeid.split('::')[0] for item in items if item.get_closest_marker('slow')}
+    items.sort(key=lambda item: item.nodeid.split('::')[0] not in slow)  # stable: files stay whole
+
+
 @pytest.fixture(autouse=True)
 def _mmgrasp_default_scope():
     """Every test starts in mmgrasp's default scope, whatever ran before it in the process: a

@@ -39,3 +39,21 @@ def test_the_docs_document_both_runs():
     testing = testing[:testing.index('\n## ', 1)] if '\n## ' in testing[1:] else testing
     assert 'python -m pytest -m "not slow"' in testing
     assert '`.ci/run`' in testing and re.search(r'^python -m pytest +#', testing, re.M)
+
+
+def test_files_holding_a_slow_test_are_collected_first_and_whole():
+    """pytest-xdist hands out whole files in collection order (setup.cfg: ``--dist loadfile
+    --no-loadscope-reorder``): a file holding a slow test comes before one without, given
+    after it, and its quick test stays with it."""
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, 'setup.cfg'))
+    addopts = cfg['tool:pytest']['addopts'].split()
+    assert '--no-loadscope-reorder' in addopts and 'loadfile' in addopts
+    quick_file = 'tests/unit/test_slow_marker.py'
+    out = subprocess.run([sys.executable, '-m', 'pytest', '--co', '-q', '-p', 'no:cacheprovider',
+                          quick_file, 'tests/integration/test_device_check.py'], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    files = [line.split('::')[0] for line in out.stdout.splitlines() if '::' in line]
+    assert files[:2] == ['tests/integration/test_device_check.py'] * 2, files
+    assert files[2:] and set(files[2:]) == {quick_file}, files
