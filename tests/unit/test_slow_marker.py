@@ -6,12 +6,15 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: Files with whole trainings (all slow) and one quick test (not slow) of the device check.
 FILES = ('tests/integration/test_amp_training.py', 'tests/integration/test_device_check.py',
          'tests/integration/test_gsnet_training_identity.py')
 QUICK = 'tests/integration/test_device_check.py::' \
         'test_device_check_refuses_to_run_without_mmengine_or_wheels'
+THIS = 'tests/unit/test_slow_marker.py'
 
 
 def test_slow_is_registered_in_the_pytest_config():
@@ -22,14 +25,34 @@ def test_slow_is_registered_in_the_pytest_config():
     assert 'slow' in markers and 'cuda' in markers
 
 
-def test_not_slow_deselects_the_trainings_and_keeps_the_rest():
+@pytest.fixture(scope='module')
+def not_slow_collection() -> list:
+    """Test ids that ``pytest --co -m "not slow"`` collects from this file, given first, and
+    FILES."""
     out = subprocess.run([sys.executable, '-m', 'pytest', '--co', '-q', '-p', 'no:cacheprovider',
-                          '-m', 'not slow', *FILES], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+                          '-m', 'not slow', THIS, *FILES], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert [line for line in out.stdout.splitlines() if '::' in line] == [QUICK]
     # the three --amp runs, the smoke run and the GSNet identity training
-    assert '1/6 tests collected (5 deselected)' in out.stdout, out.stdout[-500:]
+    assert re.search(r'\d+/\d+ tests collected \(5 deselected\)', out.stdout), out.stdout[-500:]
+    return [line for line in out.stdout.splitlines() if '::' in line]
+
+
+def test_not_slow_deselects_the_trainings_and_keeps_the_rest(not_slow_collection):
+    assert [t for t in not_slow_collection if not t.startswith(THIS)] == [QUICK]
+
+
+def test_files_holding_a_slow_test_are_collected_first_and_whole(not_slow_collection):
+    """pytest-xdist hands out whole files in collection order (setup.cfg: ``--dist loadfile
+    --no-loadscope-reorder``): the device check's file, which holds slow tests, comes before
+    this one, given before it, and its quick test with it."""
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, 'setup.cfg'))
+    addopts = cfg['tool:pytest']['addopts'].split()
+    assert '--no-loadscope-reorder' in addopts and 'loadfile' in addopts
+    assert not_slow_collection[0] == QUICK
+    assert len(not_slow_collection) > 1 and all(t.startswith(THIS + '::')
+                                                for t in not_slow_collection[1:])
 
 
 def test_the_docs_document_both_runs():
@@ -40,20 +63,3 @@ def test_the_docs_document_both_runs():
     assert 'python -m pytest -m "not slow"' in testing
     assert '`.ci/run`' in testing and re.search(r'^python -m pytest +#', testing, re.M)
 
-
-def test_files_holding_a_slow_test_are_collected_first_and_whole():
-    """pytest-xdist hands out whole files in collection order (setup.cfg: ``--dist loadfile
-    --no-loadscope-reorder``): a file holding a slow test comes before one without, given
-    after it, and its quick test stays with it."""
-    cfg = configparser.ConfigParser()
-    cfg.read(os.path.join(ROOT, 'setup.cfg'))
-    addopts = cfg['tool:pytest']['addopts'].split()
-    assert '--no-loadscope-reorder' in addopts and 'loadfile' in addopts
-    quick_file = 'tests/unit/test_slow_marker.py'
-    out = subprocess.run([sys.executable, '-m', 'pytest', '--co', '-q', '-p', 'no:cacheprovider',
-                          quick_file, 'tests/integration/test_device_check.py'], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    files = [line.split('::')[0] for line in out.stdout.splitlines() if '::' in line]
-    assert files[:2] == ['tests/integration/test_device_check.py'] * 2, files
-    assert files[2:] and set(files[2:]) == {quick_file}, files

@@ -60,6 +60,7 @@ def test_inferencer_runs_finegrasp_as_the_test_tool(finegrasp_files, synthetic_r
     np.testing.assert_array_equal(raw, expected)
 
 
+@pytest.mark.slow  # demo/grasp_demo.py in a subprocess
 def test_demo_runs_a_finegrasp_checkpoint(finegrasp_files, synthetic_root, tmp_path):
     config, checkpoint, _ = finegrasp_files
     out_png, grasps = str(tmp_path / 'fg.png'), str(tmp_path / 'fg.npy')

@@ -99,6 +99,7 @@ def _with(command, **values):
     return args
 
 
+@pytest.mark.slow  # demo/grasp_demo.py in a subprocess, twice
 def test_demo_runs_an_hggd_checkpoint(hggd_files, synthetic_root, tmp_path):
     """The page's dataset-frame command, with this test's config, checkpoint, data and frame."""
     config, checkpoint, dump = hggd_files

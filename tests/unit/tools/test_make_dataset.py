@@ -52,6 +52,7 @@ def meshes(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow  # four runs of the tool, the oracle, the evaluator and the pictures
 def test_shards_make_the_same_dataset_as_one_run(meshes, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv('MMGRASP_CACHE', str(tmp_path / 'cache'))
     main = _main()
