@@ -81,7 +81,8 @@ def test_plain_type_names_are_not_imported_as_modules(monkeypatch):
     """Each typed dict is looked up in every registry. A plain name that a registry and its
     parents lack must not reach mmengine's fallback, which imports the name as a module (a
     failed import scanning sys.path each time: 2 566 of them when tools/train.py starts on the
-    demo config, most of the check's time). A dotted name is still resolved that way, and its options still checked."""
+    demo config, most of the check's time). A dotted name is still resolved that way, and its
+    options are still checked."""
     from mmengine.registry import registry as mmengine_registry
     real, tried = mmengine_registry.get_object_from_string, []
     monkeypatch.setattr(mmengine_registry, 'get_object_from_string',
