@@ -60,11 +60,12 @@ def test_worker_failure_names_the_file(synthetic_root, tmp_path):
     dataset = GraspNetDataset(root, pipeline=[dict(type='LoadGraspScene', num_points=500,
                                                    source='files'),
                                               dict(type='PackGraspInputs')])
-    loader = DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=pseudo_collate)
+    batches = iter(DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=pseudo_collate))
     with pytest.raises(Exception) as info:
-        for _ in loader:
+        for _ in batches:
             pass
     text = str(info.value)
+    del info, batches  # the workers stop now, not when the session ends
     assert missing in text and 'file not found' in text and 'scene 1 frame 1' in text
 
 
