@@ -40,6 +40,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 from scipy.spatial import cKDTree
 
+from mmgrasp.geometry import libm
 from mmgrasp.geometry.nms import grasp_nms
 
 #: The saved arrays of ``{ann}_view.npz``: name -> (trailing shape, dtype), in file order.
@@ -309,9 +310,9 @@ def encode(grasps: np.ndarray, intrinsics: np.ndarray) -> Dict[str, np.ndarray]:
     rect = np.concatenate([centers, opens, np.linalg.norm(lefts - rights, axis=-1, keepdims=True),
                            grasps[:, 0:1], grasps[:, 16:17]], axis=-1).astype(np.float32)
     dy, dx = rect[:, 1] - rect[:, 3], rect[:, 0] - rect[:, 2]
-    thetas = np.arctan2(dy, -dx)
-    gammas = np.arcsin(np.clip((k6d[:, 1, 2] - k6d[:, 0, 2]) * 2 / widths, -1, 1))
-    betas = np.arcsin(np.clip((k6d[:, 2, 2] - k6d[:, 3, 2]) / np.cos(gammas) / grasps[:, 2],
+    thetas = libm.arctan2(dy, -dx)
+    gammas = libm.arcsin(np.clip((k6d[:, 1, 2] - k6d[:, 0, 2]) * 2 / widths, -1, 1))
+    betas = libm.arcsin(np.clip((k6d[:, 2, 2] - k6d[:, 3, 2]) / np.cos(gammas) / grasps[:, 2],
                               -1, 1))
     widths_2d = np.sqrt(np.square(dx) + np.square(dy)) * 2
     widths_2d /= np.cos(gammas)
