@@ -40,7 +40,7 @@ from ..derived_assets import VersionHold, open_or_build, read_manifest, save_arr
 from ..source import DatasetFileError, GraspSource
 from .store import LabelStore, LabelStoreError, open_label_store, unpack_rows
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: angles through the C library (AVX-512 CPUs wrote other last bits)
 PARTIAL_PREFIX = 'partial-'
 
 
