@@ -1,7 +1,8 @@
 """HGGD's per-image grasps from one frame's dense labels: the rules of ``convert_grasp.py``'s
 6-D dataset (THU-VCLab/HGGD@69580ff with its ``util.py`` and vendored graspnetAPI 1.2.10),
 written from the reference in its own float steps, so that the arrays equal the script's bit
-for bit when given the same random draws (``tests/data/hggd_labels_golden``).
+for bit when given the same random draws (``tests/data/hggd_labels_golden``); its ``arctan2``
+and ``arcsin`` go through the C library on every CPU (:mod:`mmgrasp.geometry.libm`).
 
 Per frame:
 

@@ -26,19 +26,6 @@ FIELDS = ('centers_2d', 'opens_2d', 'thetas_rad', 'gammas_rad', 'betas_rad', 'wi
           'heights_2d', 'scores_from_6d', 'object_ids', 'center_z_depths')
 HARD_CODED = {'realsense': (927.17, 927.37, 651.32, 349.62),
               'kinect': (631.55, 631.21, 638.43, 366.50)}
-_LIBM = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
-
-
-def _c_library(name: str, ctype, *args: np.ndarray) -> np.ndarray:
-    """The C library's ``name`` value by value (numpy's SIMD arctan2 / arcsin round otherwise
-    on AVX-512 CPUs; the script's arrays came from the C library)."""
-    function = getattr(_LIBM, name)
-    function.restype, function.argtypes = ctype, [ctype] * len(args)
-    dtype = np.float32 if ctype is ctypes.c_float else np.float64
-    values = [function(*v) for v in zip(*(a.astype(dtype).tolist() for a in args))]
-    return np.array(values, dtype=dtype).reshape(args[0].shape)
-
-
 GC6D_INDEX = {'realsense-d415': 1, 'realsense-d435': 2, 'azure-kinect': 3, 'zivid': 4}
 GC6D_SCALE = {'realsense-d415': 1000.0, 'realsense-d435': 1000.0, 'azure-kinect': 10000.0,
               'zivid': 10000.0}
@@ -197,6 +184,19 @@ def _key_points(t: np.ndarray, rot: np.ndarray, widths: np.ndarray) -> np.ndarra
     return np.matmul(rot, k.transpose(0, 2, 1)).transpose(0, 2, 1) + t[:, None, :]
 
 
+_LIBM = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
+
+
+def _c_library(name: str, ctype, *args: np.ndarray) -> np.ndarray:
+    """The C library's ``name`` value by value (numpy's SIMD arctan2 / arcsin round otherwise
+    on AVX-512 CPUs; the script's arrays came from the C library)."""
+    function = getattr(_LIBM, name)
+    function.restype, function.argtypes = ctype, [ctype] * len(args)
+    dtype = np.float32 if ctype is ctypes.c_float else np.float64
+    values = [function(*v) for v in zip(*(a.astype(dtype).tolist() for a in args))]
+    return np.array(values, dtype=dtype).reshape(args[0].shape)
+
+
 def _pixels(p: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.stack([p[:, 0] / p[:, 2] * k[0, 0] + k[0, 2], p[:, 1] / p[:, 2] * k[1, 1] + k[1, 2]],
                     axis=-1)
@@ -216,7 +216,8 @@ def rectangles(g: np.ndarray, k: np.ndarray) -> Dict[str, np.ndarray]:
                           ).astype(np.float32)
     dx, dy = rect[:, 0] - rect[:, 2], rect[:, 1] - rect[:, 3]
     theta = _c_library('atan2f', ctypes.c_float, dy, -dx)
-    gamma = _c_library('asin', ctypes.c_double, np.clip((kp[:, 1, 2] - kp[:, 0, 2]) * 2 / w, -1, 1))
+    gamma = _c_library('asin', ctypes.c_double,
+                       np.clip((kp[:, 1, 2] - kp[:, 0, 2]) * 2 / w, -1, 1))
     beta = _c_library('asin', ctypes.c_double,
                       np.clip((kp[:, 2, 2] - kp[:, 3, 2]) / np.cos(gamma) / g[:, 2], -1, 1))
     width = np.sqrt(np.square(dx) + np.square(dy)) * 2
