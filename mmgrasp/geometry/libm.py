@@ -18,9 +18,11 @@ import numpy as np
 __all__ = ['arctan2', 'arcsin']
 
 
+_LIBM = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
+
+
 def _libm_function(name: str, ctype, arity: int):
-    libm = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
-    function = getattr(libm, name)
+    function = getattr(_LIBM, name)
     function.restype = ctype
     function.argtypes = [ctype] * arity
     return np.frompyfunc(function, arity, 1)
