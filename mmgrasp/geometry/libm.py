@@ -18,7 +18,16 @@ import numpy as np
 __all__ = ['arctan2', 'arcsin']
 
 
-_LIBM = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
+def _open_libm() -> ctypes.CDLL:
+    """glibc's libm by its soname; elsewhere wherever ``find_library`` finds it (which starts
+    a subprocess, so it is not the first try)."""
+    try:
+        return ctypes.CDLL('libm.so.6')
+    except OSError:
+        return ctypes.CDLL(ctypes.util.find_library('m'))
+
+
+_LIBM = _open_libm()
 
 
 def _libm_function(name: str, ctype, arity: int):
