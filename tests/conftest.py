@@ -13,6 +13,7 @@ first process that asks, under a lock, and the others reuse the folder.
 import hashlib
 import json
 import os
+import random
 import shutil
 from typing import Dict, List, Optional, Tuple
 
@@ -91,6 +92,17 @@ def _mmgrasp_default_scope():
         scopes.move_to_end('mmgrasp')  # the last created is the current one
     else:
         DefaultScope.get_instance('mmgrasp', scope_name='mmgrasp')
+
+
+@pytest.fixture(autouse=True)
+def _seeded_global_generators():
+    """Every test starts from the same state of the global generators (torch's, numpy's legacy
+    one and Python's, seeded 0), whatever ran before it in its process: pytest-xdist hands the
+    files to the processes by load, so an unseeded draw would otherwise change from run to
+    run."""
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
 
 
 @pytest.fixture(autouse=True)
