@@ -94,15 +94,26 @@ def _mmgrasp_default_scope():
         DefaultScope.get_instance('mmgrasp', scope_name='mmgrasp')
 
 
+def _seed_global_generators() -> None:
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The module and session fixtures a test sets up start from seeded global generators too
+    (see :func:`_seeded_global_generators`)."""
+    _seed_global_generators()
+
+
 @pytest.fixture(autouse=True)
 def _seeded_global_generators():
     """Every test starts from the same state of the global generators (torch's, numpy's legacy
     one and Python's, seeded 0), whatever ran before it in its process: pytest-xdist hands the
     files to the processes by load, so an unseeded draw would otherwise change from run to
-    run."""
-    random.seed(0)
-    np.random.seed(0)
-    torch.manual_seed(0)
+    run. The fixtures of a wider scope it sets up drew after the same seeding."""
+    _seed_global_generators()
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,20 @@
-"""tests/conftest.py seeds the global generators before every test: a draw without a generator
-of its own is the same whichever tests ran before it in the process."""
+"""tests/conftest.py seeds the global generators before every test and before the wider-scoped
+fixtures it sets up: a draw without a generator of its own is the same whichever tests ran
+before it in the process."""
 import random
 
 import numpy as np
 import pytest
 import torch
+
+
+@pytest.fixture(scope='module')
+def module_draw():
+    return torch.rand(3)
+
+
+def test_a_module_fixture_draws_from_seed_0(module_draw):
+    assert torch.equal(module_draw, torch.rand(3, generator=torch.Generator().manual_seed(0)))
 
 
 @pytest.mark.parametrize('drawn_before', [0, 5])
