@@ -8,8 +8,6 @@ It follows the script literally: every cell tiled and masked at once, rotations 
 refinement on all drawn model points in one product per block of grasps, a plain greedy NMS.
 Each rule is a parameter so that mutation tests show that the comparisons catch it.
 """
-import ctypes
-import ctypes.util
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -19,7 +17,7 @@ import cv2
 import numpy as np
 
 from mmgrasp.datasets.model_files import read_ply_points
-from mmgrasp.geometry import quaternion_to_graspnet_pose
+from mmgrasp.geometry import libm, quaternion_to_graspnet_pose
 from mmgrasp.geometry.sorting import std_sort_descending
 
 FIELDS = ('centers_2d', 'opens_2d', 'thetas_rad', 'gammas_rad', 'betas_rad', 'widths_2d',
@@ -184,19 +182,6 @@ def _key_points(t: np.ndarray, rot: np.ndarray, widths: np.ndarray) -> np.ndarra
     return np.matmul(rot, k.transpose(0, 2, 1)).transpose(0, 2, 1) + t[:, None, :]
 
 
-_LIBM = ctypes.CDLL(ctypes.util.find_library('m') or 'libm.so.6')
-
-
-def _c_library(name: str, ctype, *args: np.ndarray) -> np.ndarray:
-    """The C library's ``name`` value by value (numpy's SIMD arctan2 / arcsin round otherwise
-    on AVX-512 CPUs; the script's arrays came from the C library)."""
-    function = getattr(_LIBM, name)
-    function.restype, function.argtypes = ctype, [ctype] * len(args)
-    dtype = np.float32 if ctype is ctypes.c_float else np.float64
-    values = [function(*v) for v in zip(*(a.astype(dtype).tolist() for a in args))]
-    return np.array(values, dtype=dtype).reshape(args[0].shape)
-
-
 def _pixels(p: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.stack([p[:, 0] / p[:, 2] * k[0, 0] + k[0, 2], p[:, 1] / p[:, 2] * k[1, 1] + k[1, 2]],
                     axis=-1)
@@ -215,11 +200,10 @@ def rectangles(g: np.ndarray, k: np.ndarray) -> Dict[str, np.ndarray]:
                                           keepdims=True), g[:, [0]], g[:, [16]]], axis=-1
                           ).astype(np.float32)
     dx, dy = rect[:, 0] - rect[:, 2], rect[:, 1] - rect[:, 3]
-    theta = _c_library('atan2f', ctypes.c_float, dy, -dx)
-    gamma = _c_library('asin', ctypes.c_double,
-                       np.clip((kp[:, 1, 2] - kp[:, 0, 2]) * 2 / w, -1, 1))
-    beta = _c_library('asin', ctypes.c_double,
-                      np.clip((kp[:, 2, 2] - kp[:, 3, 2]) / np.cos(gamma) / g[:, 2], -1, 1))
+    # the C library's angles, as the script's numpy computed them (mmgrasp.geometry.libm)
+    theta = libm.arctan2(dy, -dx)
+    gamma = libm.arcsin(np.clip((kp[:, 1, 2] - kp[:, 0, 2]) * 2 / w, -1, 1))
+    beta = libm.arcsin(np.clip((kp[:, 2, 2] - kp[:, 3, 2]) / np.cos(gamma) / g[:, 2], -1, 1))
     width = np.sqrt(np.square(dx) + np.square(dy)) * 2
     width /= np.cos(gamma)
     height = rect[:, 4].copy()
