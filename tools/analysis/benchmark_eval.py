@@ -1,7 +1,8 @@
 """Evaluation speed: mmgrasp's GraspNet evaluator against graspnetAPI on the same frames, one run.
 
     python tools/analysis/benchmark_eval.py [--models curved] [--camera kinect] [--frames 8] \
-        [--nproc 1 2] [--graspnetapi-python GRASPNETAPI_VENV/bin/python] [--json OUT]
+        [--nproc 1 2] [--steps] [--scene-cost] [--graspnetapi-python GRASPNETAPI_VENV/bin/python] \
+        [--json OUT]
 
 Without ``--root`` it writes a golden dataset's recipe (tests/data/eval_golden/README.md:
 3 test scenes, 5 objects; ``--models boxes`` the box set, ``curved`` the curved sets'
@@ -27,6 +28,12 @@ can beat it.
 ``--steps`` adds, per dump, the CPU time a frame of each step of mmgrasp's evaluation on one
 core with the scene models already read (best of ``--repeat``): which part is fixed per frame
 and which grows with the grasps that reach the collision and force-closure tests.
+``--scene-cost`` measures both sides again with the first frame of every scene only and
+separates, on one core, what a scene costs (reading and sampling its models) from what a frame
+costs: a frame = (CPU at F frames a scene - CPU at 1) / (S (F - 1)), a scene = CPU at 1 / S -
+a frame. Both are differences of two runs, so they move with the machine between the runs.
+It prints the ratio a frame, the ratio at the protocol's 256 frames a scene (the scene's cost
+spread over them), and the whole protocol projected from the scene and frame costs.
 """
 import os
 
@@ -54,7 +61,8 @@ GOLDEN_DATASET = ['--scenes', '1', '--objects', '5', '--points-per-object', '40'
 MODELS = {'boxes': [], 'curved': ['--shapes', 'cylinder', 'sphere', 'capsule', 'torus', 'lshape',
                                   'box', '--ply-formats', 'ascii', 'binary']}
 GOLDEN_SCENES = [100, 130, 160]
-FULL_PROTOCOL_FRAMES = 90 * 256  # GraspNet-1Billion's test scenes 100-189, 256 frames each
+PROTOCOL_SCENES, PROTOCOL_FRAMES_PER_SCENE = 90, 256  # test scenes 100-189, 256 frames each
+FULL_PROTOCOL_FRAMES = PROTOCOL_SCENES * PROTOCOL_FRAMES_PER_SCENE
 
 
 def parse_args(argv=None):
@@ -74,10 +82,15 @@ def parse_args(argv=None):
     p.add_argument('--graspnetapi-python', help="python of graspnetAPI's environment")
     p.add_argument('--steps', action='store_true',
                    help="also time each step of mmgrasp's evaluation (one core, models read)")
+    p.add_argument('--scene-cost', action='store_true',
+                   help='also run 1 frame a scene and separate a scene\'s cost from a frame\'s '
+                        '(one core, both sides)')
     p.add_argument('--json')
     args = p.parse_args(argv)
     if (args.root is None) != (args.dump is None):
         p.error('--root and --dump go together (neither: the golden recipe is written)')
+    if args.scene_cost and args.frames < 2:
+        p.error('--scene-cost compares --frames F with 1 frame a scene: F must be at least 2')
     return args
 
 
@@ -315,6 +328,63 @@ def projection(report: dict, nprocs) -> str:
     return '\n'.join(lines)
 
 
+def scene_and_frame_costs(args, root, dumps, report: dict) -> None:
+    """``--scene-cost``: every dump measured again with the first frame of each scene, and
+    ``scene_and_frame`` added to its entry: CPU ms a scene and a frame of each side (mmgrasp at
+    the fewest processes) and the whole protocol projected from mmgrasp's."""
+    base = min(args.nproc)
+    once = measure(argparse.Namespace(**dict(vars(args), frames=1, steps=False, nproc=[base])),
+                   root, dumps)
+    scenes, frames = len(args.scenes), args.frames
+    for name, entry in report.items():
+        runs = {'mmgrasp': (entry['mmgrasp'][str(base)], once[name]['mmgrasp'][str(base)])}
+        if 'graspnetapi' in entry:
+            runs['graspnetapi'] = (entry['graspnetapi'], once[name]['graspnetapi'])
+        costs = {}
+        for side, (many, one) in runs.items():
+            frame = (many['cpu_s'] - one['cpu_s']) / (scenes * (frames - 1))
+            costs[side] = dict(scene_ms=1e3 * (one['cpu_s'] / scenes - frame),
+                               frame_ms=1e3 * frame)
+        mm = costs['mmgrasp']
+        costs['protocol_cpu_min'] = (PROTOCOL_SCENES * mm['scene_ms']
+                                     + FULL_PROTOCOL_FRAMES * mm['frame_ms']) / 6e4
+        entry['scene_and_frame'] = dict(costs, nproc=base)
+
+
+def _per_protocol_scene(cost: dict) -> float:
+    """CPU ms a frame in a scene of the protocol's 256 frames, the scene's own cost spread."""
+    return cost['scene_ms'] / PROTOCOL_FRAMES_PER_SCENE + cost['frame_ms']
+
+
+def _ratio(mine: float, theirs: float) -> str:
+    return f'1/{theirs / mine:.0f}' if mine > 0 and theirs > 0 else 'n/a'
+
+
+def scene_cost_table(report: dict) -> str:
+    """A scene's and a frame's CPU on both sides, the ratios and the projected protocol."""
+    p = next(iter(report.values()))['scene_and_frame']['nproc']
+    lines = ['| dump | graspnetAPI: CPU ms a scene | a frame | '
+             f'mmgrasp ({p} proc): CPU ms a scene | a frame | ratio a frame | ratio at '
+             f'{PROTOCOL_FRAMES_PER_SCENE} frames a scene | 1/100 of graspnetAPI\'s frame (ms) | '
+             f'full protocol ({PROTOCOL_SCENES} x {PROTOCOL_FRAMES_PER_SCENE} frames): '
+             'mmgrasp CPU min |', '|---|' + '---:|' * 8]
+    for name, e in report.items():
+        c = e['scene_and_frame']
+        mm, api = c['mmgrasp'], c.get('graspnetapi')
+        cells = [name, *([f"{api['scene_ms']:.1f}", f"{api['frame_ms']:.2f}"] if api
+                         else ['n/a', 'n/a']),
+                 f"{mm['scene_ms']:.1f}", f"{mm['frame_ms']:.2f}"]
+        if api:
+            cells += [_ratio(mm['frame_ms'], api['frame_ms']),
+                      _ratio(_per_protocol_scene(mm), _per_protocol_scene(api)),
+                      f"{api['frame_ms'] / 100:.2f}"]
+        else:
+            cells += ['n/a'] * 3
+        cells.append(f"{c['protocol_cpu_min']:.2f}")
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
@@ -324,6 +394,8 @@ def main(argv=None) -> dict:
         else:
             root, dumps = args.root, dict(d.split('=', 1) for d in args.dump)
         report = measure(args, root, dumps)
+        if args.scene_cost:
+            scene_and_frame_costs(args, root, dumps, report)
     print(f'{os.cpu_count()} CPUs; load average (1, 5, 15 min) at the end: '
           f'{", ".join(f"{v:.2f}" for v in os.getloadavg())}; "load" = 1-min load average when '
           'the best run started')
@@ -331,6 +403,8 @@ def main(argv=None) -> dict:
     print(projection(report, args.nproc))
     if args.steps:
         print(steps_table(report))
+    if args.scene_cost:
+        print(scene_cost_table(report))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(report, f, indent=2)
