@@ -63,7 +63,8 @@ def test_degenerate_batches_are_finite(case):
     losses = trained_losses(model, inputs, samples)
     sum(losses.values()).backward()
     if case == 'no_region':
-        assert float(losses['loss_multi_cls']) == 0 and float(losses['loss_offset']) == 0
+        assert (float(losses['loss_multi_cls'].detach()) == 0
+                and float(losses['loss_offset'].detach()) == 0)
     model.eval()
     with torch.no_grad():
         results = model.predict(inputs, samples)
@@ -123,9 +124,11 @@ def test_training_draws_follow_the_epoch(batch):
     for s in later:
         s.set_metainfo(dict(epoch=1))
     moved = trained_losses(model, inputs, later)
-    assert float(first['loss_multi_cls']) == float(again['loss_multi_cls'])
-    assert float(moved['loss_multi_cls']) != float(first['loss_multi_cls'])
-    assert float(moved['loss_loc']) == float(first['loss_loc'])
+    first, again, moved = ({k: float(v.detach()) for k, v in losses.items()}
+                           for losses in (first, again, moved))
+    assert first['loss_multi_cls'] == again['loss_multi_cls']
+    assert moved['loss_multi_cls'] != first['loss_multi_cls']
+    assert moved['loss_loc'] == first['loss_loc']
 
 
 def test_anchors_are_saved_and_shift_in_the_loss(batch):
@@ -183,8 +186,8 @@ def test_train_centers_and_the_inputs_it_needs(batch):
     few = small_hggd(train_centers=1)
     many = small_hggd(train_centers=16)
     many.load_state_dict(few.state_dict())
-    assert float(trained_losses(few, inputs, samples)['loss_multi_cls']) != float(
-        trained_losses(many, inputs, samples)['loss_multi_cls'])
+    assert float(trained_losses(few, inputs, samples)['loss_multi_cls'].detach()) != float(
+        trained_losses(many, inputs, samples)['loss_multi_cls'].detach())
     with pytest.raises(KeyError, match="inputs\\['grasps'\\]"):
         few.loss({k: v for k, v in inputs.items() if k != 'grasps'}, samples)
     with pytest.raises(ValueError, match='unknown test_cfg'):
