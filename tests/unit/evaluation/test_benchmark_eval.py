@@ -1,7 +1,6 @@
 """tools/analysis/benchmark_eval.py: with ``--steps`` every step of the evaluation is timed where
 the evaluation calls it, a nested step counts once, and the evaluator is left as it was; with
 ``--scene-cost`` a scene's and a frame's CPU are separated as its help says."""
-import os
 import time
 
 import pytest
@@ -70,8 +69,9 @@ def test_a_nested_step_counts_in_the_outer_one(tmp_path, monkeypatch):
     assert steps['force-closure test (grasps_friction)'] >= 0.02 * (len(calls) - 4), steps
 
 
-def _report(cpu_16: float, cpu_1: float, api: tuple = None) -> dict:
-    """An entry of measure()'s report for one dump, mmgrasp on 1 process (and graspnetAPI)."""
+def _report(cpu_16: float, cpu_1: float, api: tuple = None) -> tuple:
+    """measure()'s reports of one dump at 16 and at 1 frame a scene: mmgrasp on 1 process
+    (and graspnetAPI)."""
     entry = dict(frames=0, mmgrasp={'1': dict(cpu_s=cpu_16)}, machine_ceiling={})
     once = dict(frames=0, mmgrasp={'1': dict(cpu_s=cpu_1)}, machine_ceiling={})
     if api:
